@@ -1,0 +1,55 @@
+/**
+ * The provider seam as the daemon hosts it. A daemon provider is the seam's `SubagentProvider`
+ * whose start request carries a parent *reference* (the parent agent lives in another process)
+ * and a `host`: the owning connection's services (client-hosted tools, permission prompts,
+ * streamed progress).
+ */
+import type { Logger } from 'pino';
+import type {
+  ClientToolDeclaration,
+  ParentRef,
+  PermissionParams,
+  PermissionResult,
+  ProviderDescriptor,
+  RunEvent,
+  SubagentProvider,
+  SubagentStartRequestBase,
+  ToolCallResult,
+} from '../protocol/index.js';
+
+/** What a running child may ask of the client that owns it. */
+export interface RunHost {
+  /** The run id the service minted for this start (stable before and after readiness). */
+  readonly runId: string;
+  /** Run a tool the client declared in its start request. Rejects if the owner is gone. */
+  callTool(call: { callId: string; name: string; arguments: unknown }, signal: AbortSignal): Promise<ToolCallResult>;
+  /** Ask the owning client to choose a permission option. */
+  askPermission(request: Omit<PermissionParams, 'runId'>, signal: AbortSignal): Promise<PermissionResult>;
+  /** Stream progress; dropped unless the client asked for `stream`. Never throws. */
+  emit(event: RunEvent): void;
+  readonly log: Logger;
+}
+
+export interface ProviderStartRequest extends SubagentStartRequestBase {
+  readonly parent: ParentRef;
+  /** Child depth, derived by the service from the parent reference (1 + the parent's depth). */
+  readonly childDepth: number;
+  readonly tools?: readonly ClientToolDeclaration[];
+  /** Allow-listed environment for the child's tools; the daemon's own env is never inherited. */
+  readonly env?: Readonly<Record<string, string>>;
+  readonly host: RunHost;
+}
+
+/** A provider the daemon can host. `runtime` advertises which optional run methods exist. */
+export interface DaemonProvider extends SubagentProvider<ProviderStartRequest> {
+  readonly runtime: ProviderDescriptor['runtime'];
+}
+
+export function describeProvider(provider: DaemonProvider): ProviderDescriptor {
+  return {
+    name: provider.name,
+    capabilities: { ...provider.capabilities },
+    inheritsParentContext: provider.inheritsParentContext,
+    runtime: { ...provider.runtime },
+  };
+}

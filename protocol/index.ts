@@ -1,0 +1,4 @@
+export * from './seam.js';
+export * from './errors.js';
+export * from './messages.js';
+export * from './schemas.js';

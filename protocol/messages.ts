@@ -1,0 +1,248 @@
+/**
+ * Every message of the wire, declared once. Both sides import these; payloads that cross the
+ * socket are validated against the schemas in `schemas.ts` on arrival.
+ */
+import { NotificationType, RequestType } from 'vscode-jsonrpc';
+import type { SubagentErrorData } from './errors.js';
+import type {
+  AgentOptions,
+  ContentBlock,
+  ObjectJsonSchema,
+  SessionEvent,
+  SessionHeader,
+  SubagentCapabilities,
+  SubagentEndEvent,
+  SubagentResult,
+  SubagentStartEvent,
+  SubagentStopReason,
+  ToolFilter,
+  Usage,
+} from './seam.js';
+
+/** Semver of the wire. A different major is refused at `initialize`. */
+export const PROTOCOL_VERSION = '1.0.0';
+
+/** Default cap on one inbound frame (header and body together). */
+export const DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024;
+
+// ---------------------------------------------------------------------------------------------
+// Shared payloads
+
+/** What a client learns about a provider: the seam's descriptor plus its runtime capabilities. */
+export interface ProviderDescriptor {
+  readonly name: string;
+  readonly capabilities: SubagentCapabilities;
+  readonly inheritsParentContext: boolean;
+  /** Runtime capabilities: the run handle has `sendMessage` / `resume` exactly when true. */
+  readonly runtime: { readonly sendMessage: boolean; readonly resume: boolean };
+}
+
+/** The parent agent, as a reference: what the daemon needs of it across the process boundary. */
+export interface ParentRef {
+  readonly sessionId: string;
+  /** Absolute working directory of the parent session; the child works there. */
+  readonly cwd: string;
+  /** The parent's stored `SessionHeader.delegationDepth`. */
+  readonly delegationDepth?: number;
+  /** The parent's runtime `AgentOptions.subagentDepth`. */
+  readonly subagentDepth?: number;
+  /** For `fork`: the parent's session events (a balanced completed-turn prefix). */
+  readonly events?: SessionEvent[];
+}
+
+/** A tool hosted by the client: the daemon calls back with `tool/call` to run it. */
+export interface ClientToolDeclaration {
+  readonly name: string;
+  readonly description: string;
+  /** JSON Schema of the arguments (object-rooted). */
+  readonly inputSchema: Record<string, unknown>;
+}
+
+export interface DaemonIdentity {
+  readonly name: 'subagentd';
+  readonly version: string;
+  readonly pid: number;
+  readonly startedAt: string;
+  /** Random per daemon process: a reconnecting client compares it to detect a restart. */
+  readonly epoch: string;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requests, client → daemon
+
+export interface InitializeParams {
+  readonly protocolVersion: string;
+  readonly clientInfo: { readonly name: string; readonly version: string };
+  /** The daemon's token (from the 0600 file beside the socket), when the daemon requires one. */
+  readonly token?: string;
+}
+export interface InitializeResult {
+  readonly protocolVersion: string;
+  readonly daemon: DaemonIdentity;
+  readonly providers: ProviderDescriptor[];
+}
+export const InitializeRequest = new RequestType<InitializeParams, InitializeResult, SubagentErrorData>('initialize');
+
+export type ProvidersListParams = Record<string, never>;
+export interface ProvidersListResult {
+  readonly providers: ProviderDescriptor[];
+}
+export const ProvidersListRequest = new RequestType<ProvidersListParams, ProvidersListResult, SubagentErrorData>(
+  'providers/list',
+);
+
+export interface StartParams {
+  readonly provider: string;
+  readonly prompt: ContentBlock[];
+  readonly parent: ParentRef;
+  readonly agentOptions?: AgentOptions;
+  readonly outputSchema?: ObjectJsonSchema;
+  readonly maxDepth?: number;
+  readonly toolFilter?: ToolFilter;
+  readonly persona?: string;
+  /** Tools the client hosts for this child. */
+  readonly tools?: ClientToolDeclaration[];
+  /** Environment for the child's tools: the daemon's own env is never passed. */
+  readonly env?: Record<string, string>;
+  /** Ask for streamed `run/event` notifications. */
+  readonly stream?: boolean;
+}
+export interface StartResult extends SubagentStartEvent {}
+export const StartRequest = new RequestType<StartParams, StartResult, SubagentErrorData>('subagent/start');
+
+export interface RunParams {
+  readonly runId: string;
+}
+export type EmptyResult = Record<string, never>;
+export const CancelRequest = new RequestType<RunParams, EmptyResult, SubagentErrorData>('run/cancel');
+export const DisposeRequest = new RequestType<RunParams, EmptyResult, SubagentErrorData>('run/dispose');
+export const WaitRequest = new RequestType<RunParams, SubagentResult, SubagentErrorData>('run/wait');
+
+export interface SendMessageParams extends RunParams {
+  readonly content: ContentBlock[];
+}
+export const SendMessageRequest = new RequestType<SendMessageParams, EmptyResult, SubagentErrorData>('run/sendMessage');
+
+export interface ResumeParams extends RunParams {
+  readonly prompt: ContentBlock[];
+  readonly stream?: boolean;
+}
+export const ResumeRequest = new RequestType<ResumeParams, StartResult, SubagentErrorData>('run/resume');
+
+export type RunState = 'starting' | 'running' | 'settled' | 'disposed';
+
+export interface RunInfo {
+  readonly runId: string;
+  readonly id: string;
+  readonly provider: string;
+  readonly state: RunState;
+  readonly stopReason?: SubagentStopReason;
+  readonly startedAt: string;
+  readonly settledAt?: string;
+  /** Whether the asking connection owns the run. */
+  readonly mine: boolean;
+  readonly usage?: Usage;
+}
+
+export interface RunsListParams {
+  readonly state?: RunState;
+  readonly provider?: string;
+}
+export interface RunsListResult {
+  readonly runs: RunInfo[];
+}
+export const RunsListRequest = new RequestType<RunsListParams, RunsListResult, SubagentErrorData>('runs/list');
+
+export interface InspectResult {
+  readonly run: RunInfo;
+  /** Present for the owner of a run whose provider keeps a session log. */
+  readonly header?: SessionHeader;
+  readonly events?: SessionEvent[];
+}
+export const InspectRequest = new RequestType<RunParams, InspectResult, SubagentErrorData>('run/inspect');
+
+export interface StatusResult {
+  readonly daemon: DaemonIdentity;
+  readonly protocolVersion: string;
+  readonly uptimeMs: number;
+  readonly socket?: string;
+  readonly stateDir: string;
+  readonly connections: number;
+  readonly runs: Record<RunState, number>;
+  readonly providers: string[];
+  readonly shuttingDown: boolean;
+  readonly memory: { readonly rss: number; readonly heapUsed: number };
+}
+export const StatusRequest = new RequestType<Record<string, never>, StatusResult, SubagentErrorData>('daemon/status');
+
+export interface ShutdownParams {
+  /** Refuse new starts and wait for running children before exiting. */
+  readonly drain?: boolean;
+  /** How long a drain may wait before cancelling what still runs. */
+  readonly timeoutMs?: number;
+}
+export const ShutdownRequest = new RequestType<ShutdownParams, EmptyResult, SubagentErrorData>('daemon/shutdown');
+
+// ---------------------------------------------------------------------------------------------
+// Notifications, daemon → client
+
+export interface ProviderAddedParams {
+  readonly provider: ProviderDescriptor;
+}
+export const ProviderAddedNotification = new NotificationType<ProviderAddedParams>('subagent/provider-added');
+
+export interface ProviderRemovedParams {
+  readonly name: string;
+}
+export const ProviderRemovedNotification = new NotificationType<ProviderRemovedParams>('subagent/provider-removed');
+
+export const StartNotification = new NotificationType<SubagentStartEvent>('subagent/start');
+
+export interface EndParams extends SubagentEndEvent {
+  /** The run's result; absent when the run failed with an infrastructure fault (see `error`). */
+  readonly result?: SubagentResult;
+  readonly error?: { readonly message: string };
+}
+export const EndNotification = new NotificationType<EndParams>('subagent/end');
+
+/** Streamed progress of a run, sent only when the start asked for `stream`. */
+export type RunEvent =
+  | { readonly kind: 'text-delta'; readonly text: string }
+  | { readonly kind: 'reasoning-delta'; readonly text: string }
+  | { readonly kind: 'session'; readonly event: SessionEvent };
+export interface RunEventParams {
+  readonly runId: string;
+  readonly event: RunEvent;
+}
+export const RunEventNotification = new NotificationType<RunEventParams>('run/event');
+
+// ---------------------------------------------------------------------------------------------
+// Requests, daemon → client
+
+export interface ToolCallParams {
+  readonly runId: string;
+  readonly callId: string;
+  readonly name: string;
+  readonly arguments: unknown;
+}
+export interface ToolCallResult {
+  readonly content: ContentBlock[];
+  readonly isError?: boolean;
+}
+export const ToolCallRequest = new RequestType<ToolCallParams, ToolCallResult, SubagentErrorData>('tool/call');
+
+export interface PermissionOption {
+  readonly optionId: string;
+  readonly name: string;
+  readonly kind: 'allow_once' | 'allow_always' | 'reject_once' | 'reject_always';
+}
+export interface PermissionParams {
+  readonly runId: string;
+  /** What the child wants to do, as its agent described it. */
+  readonly title: string;
+  readonly options: PermissionOption[];
+}
+export type PermissionResult = { readonly outcome: 'selected'; readonly optionId: string } | { readonly outcome: 'cancelled' };
+export const PermissionRequest = new RequestType<PermissionParams, PermissionResult, SubagentErrorData>(
+  'permission/request',
+);

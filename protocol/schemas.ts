@@ -1,0 +1,331 @@
+/**
+ * JSON Schemas for every payload that crosses the socket, in both directions, and their
+ * compiled validators. A payload that fails is answered with INVALID_REQUEST naming the field.
+ */
+import { Ajv, type ValidateFunction } from 'ajv';
+
+type Schema = Record<string, unknown>;
+
+const str = (maxLength = 4096): Schema => ({ type: 'string', maxLength });
+const nonEmpty = (maxLength = 4096): Schema => ({ type: 'string', minLength: 1, maxLength });
+const obj = (properties: Record<string, Schema>, required: string[] = [], extra = false): Schema => ({
+  type: 'object',
+  properties,
+  required,
+  additionalProperties: extra,
+});
+const arr = (items: Schema, maxItems = 10_000): Schema => ({ type: 'array', items, maxItems });
+const count: Schema = { type: 'integer', minimum: 0 };
+/** Numbers whose semantic checks (safe integer, -0, range) belong to the service, in seam order. */
+const num: Schema = { type: 'number' };
+
+const contentBlock: Schema = {
+  type: 'object',
+  required: ['type'],
+  properties: { type: { enum: ['text', 'image'] } },
+  allOf: [
+    {
+      if: { properties: { type: { const: 'text' } } },
+      then: obj({ type: { const: 'text' }, text: str(16 * 1024 * 1024) }, ['type', 'text']),
+    },
+    {
+      if: { properties: { type: { const: 'image' } } },
+      then: obj({ type: { const: 'image' }, data: str(16 * 1024 * 1024), mimeType: nonEmpty(255) }, [
+        'type',
+        'data',
+        'mimeType',
+      ]),
+    },
+  ],
+};
+const content = arr(contentBlock, 1000);
+
+const usage = obj(
+  {
+    promptTokens: count,
+    completionTokens: count,
+    cacheHitTokens: count,
+    cacheMissTokens: count,
+    reasoningTokens: count,
+  },
+  ['promptTokens', 'completionTokens', 'cacheHitTokens', 'cacheMissTokens', 'reasoningTokens'],
+);
+
+const at = str(64);
+const toolCall = obj({ id: nonEmpty(512), name: nonEmpty(256), arguments: str(16 * 1024 * 1024) }, [
+  'id',
+  'name',
+  'arguments',
+]);
+const turnEndReason: Schema = {
+  enum: ['completed', 'max-tokens', 'aborted', 'blocked', 'error', 'max-steps', 'interrupted'],
+};
+
+const sessionEvent: Schema = {
+  type: 'object',
+  required: ['type'],
+  properties: {
+    type: { enum: ['user/message', 'steering/message', 'assistant/message', 'tool/result', 'usage', 'turn/end'] },
+  },
+  allOf: [
+    {
+      if: { properties: { type: { enum: ['user/message', 'steering/message'] } } },
+      then: obj({ type: {}, content, at }, ['type', 'content']),
+    },
+    {
+      if: { properties: { type: { const: 'assistant/message' } } },
+      then: obj({ type: {}, content, reasoning: str(16 * 1024 * 1024), toolCalls: arr(toolCall, 256), at }, [
+        'type',
+        'content',
+      ]),
+    },
+    {
+      if: { properties: { type: { const: 'tool/result' } } },
+      then: obj({ type: {}, callId: nonEmpty(512), name: nonEmpty(256), content, isError: { type: 'boolean' }, at }, [
+        'type',
+        'callId',
+        'name',
+        'content',
+        'isError',
+      ]),
+    },
+    { if: { properties: { type: { const: 'usage' } } }, then: obj({ type: {}, usage, at }, ['type', 'usage']) },
+    {
+      if: { properties: { type: { const: 'turn/end' } } },
+      then: obj({ type: {}, reason: turnEndReason, diagnostic: str(8192), at }, ['type', 'reason']),
+    },
+  ],
+};
+
+const capabilities = obj(
+  {
+    outputSchema: { type: 'boolean' },
+    depthLimit: { type: 'boolean' },
+    toolFilter: { type: 'boolean' },
+    persona: { type: 'boolean' },
+  },
+  ['outputSchema', 'depthLimit', 'toolFilter', 'persona'],
+);
+const providerDescriptor = obj(
+  {
+    name: nonEmpty(128),
+    capabilities,
+    inheritsParentContext: { type: 'boolean' },
+    runtime: obj({ sendMessage: { type: 'boolean' }, resume: { type: 'boolean' } }, ['sendMessage', 'resume']),
+  },
+  ['name', 'capabilities', 'inheritsParentContext', 'runtime'],
+);
+
+const toolName = { type: 'string', pattern: '^[A-Za-z0-9_-]{1,64}$' };
+const parentRef = obj(
+  {
+    sessionId: nonEmpty(256),
+    cwd: { type: 'string', minLength: 1, maxLength: 4096, pattern: '^/' },
+    delegationDepth: num,
+    subagentDepth: num,
+    events: arr(sessionEvent, 100_000),
+  },
+  ['sessionId', 'cwd'],
+);
+const toolFilter: Schema = {
+  oneOf: [obj({ allow: arr(toolName, 256) }, ['allow']), obj({ deny: arr(toolName, 256) }, ['deny'])],
+};
+const agentOptions: Schema = {
+  type: 'object',
+  properties: { model: nonEmpty(256), subagentDepth: num },
+  additionalProperties: true,
+};
+const runId = nonEmpty(128);
+const result = obj(
+  {
+    output: content,
+    structured: {},
+    diagnostic: str(8192),
+    stopReason: nonEmpty(64),
+    usage,
+  },
+  ['output', 'stopReason'],
+);
+const startEvent = obj({ runId, provider: nonEmpty(128), id: nonEmpty(256), local: { type: 'boolean' } }, [
+  'runId',
+  'provider',
+  'id',
+  'local',
+]);
+const runInfo = obj(
+  {
+    runId,
+    id: nonEmpty(256),
+    provider: nonEmpty(128),
+    state: { enum: ['starting', 'running', 'settled', 'disposed'] },
+    stopReason: nonEmpty(64),
+    startedAt: str(64),
+    settledAt: str(64),
+    mine: { type: 'boolean' },
+    usage,
+  },
+  ['runId', 'id', 'provider', 'state', 'startedAt', 'mine'],
+);
+const identity = obj(
+  { name: { const: 'subagentd' }, version: str(64), pid: count, startedAt: str(64), epoch: nonEmpty(128) },
+  ['name', 'version', 'pid', 'startedAt', 'epoch'],
+);
+
+/** Inbound at the daemon. */
+export const requestSchemas = {
+  initialize: obj(
+    {
+      protocolVersion: nonEmpty(64),
+      clientInfo: obj({ name: nonEmpty(256), version: str(64) }, ['name', 'version']),
+      token: str(1024),
+    },
+    ['protocolVersion', 'clientInfo'],
+  ),
+  'providers/list': obj({}),
+  'subagent/start': obj(
+    {
+      provider: nonEmpty(128),
+      prompt: content,
+      parent: parentRef,
+      agentOptions,
+      outputSchema: { type: 'object' },
+      maxDepth: num,
+      toolFilter,
+      persona: { type: 'string', maxLength: 256 * 1024 },
+      tools: arr(
+        obj({ name: toolName, description: str(16 * 1024), inputSchema: { type: 'object' } }, [
+          'name',
+          'description',
+          'inputSchema',
+        ]),
+        128,
+      ),
+      env: { type: 'object', additionalProperties: str(64 * 1024), maxProperties: 256 },
+      stream: { type: 'boolean' },
+    },
+    ['provider', 'prompt', 'parent'],
+  ),
+  'run/cancel': obj({ runId }, ['runId']),
+  'run/dispose': obj({ runId }, ['runId']),
+  'run/wait': obj({ runId }, ['runId']),
+  'run/inspect': obj({ runId }, ['runId']),
+  'run/sendMessage': obj({ runId, content }, ['runId', 'content']),
+  'run/resume': obj({ runId, prompt: content, stream: { type: 'boolean' } }, ['runId', 'prompt']),
+  'runs/list': obj({ state: { enum: ['starting', 'running', 'settled', 'disposed'] }, provider: nonEmpty(128) }),
+  'daemon/status': obj({}),
+  'daemon/shutdown': obj({ drain: { type: 'boolean' }, timeoutMs: { type: 'integer', minimum: 0, maximum: 86_400_000 } }),
+  /** Replies to daemon → client requests. */
+  'tool/call#result': obj({ content, isError: { type: 'boolean' } }, ['content']),
+  'permission/request#result': {
+    oneOf: [
+      obj({ outcome: { const: 'selected' }, optionId: nonEmpty(256) }, ['outcome', 'optionId']),
+      obj({ outcome: { const: 'cancelled' } }, ['outcome']),
+    ],
+  },
+} as const satisfies Record<string, Schema>;
+
+/** Inbound at the client: daemon results, notifications and daemon → client requests. */
+export const clientInboundSchemas = {
+  'initialize#result': obj(
+    { protocolVersion: nonEmpty(64), daemon: identity, providers: arr(providerDescriptor, 1024) },
+    ['protocolVersion', 'daemon', 'providers'],
+    true,
+  ),
+  'providers/list#result': obj({ providers: arr(providerDescriptor, 1024) }, ['providers'], true),
+  'subagent/start#result': startEvent,
+  'run/wait#result': result,
+  'subagent/provider-added': obj({ provider: providerDescriptor }, ['provider']),
+  'subagent/provider-removed': obj({ name: nonEmpty(128) }, ['name']),
+  'subagent/start': startEvent,
+  'subagent/end': obj(
+    {
+      runId,
+      provider: nonEmpty(128),
+      id: nonEmpty(256),
+      local: { type: 'boolean' },
+      stopReason: nonEmpty(64),
+      lastAssistantMessage: content,
+      usage,
+      result,
+      error: obj({ message: str(8192) }, ['message']),
+    },
+    ['runId', 'provider', 'id', 'local', 'stopReason'],
+  ),
+  'run/event': obj(
+    {
+      runId,
+      event: {
+        oneOf: [
+          obj({ kind: { enum: ['text-delta', 'reasoning-delta'] }, text: str(16 * 1024 * 1024) }, ['kind', 'text']),
+          obj({ kind: { const: 'session' }, event: sessionEvent }, ['kind', 'event']),
+        ],
+      },
+    },
+    ['runId', 'event'],
+  ),
+  'runs/list#result': obj({ runs: arr(runInfo, 1_000_000) }, ['runs'], true),
+  'tool/call': obj({ runId, callId: nonEmpty(512), name: toolName, arguments: {} }, ['runId', 'callId', 'name']),
+  'permission/request': obj(
+    {
+      runId,
+      title: str(16 * 1024),
+      options: arr(
+        obj(
+          {
+            optionId: nonEmpty(256),
+            name: str(1024),
+            kind: { enum: ['allow_once', 'allow_always', 'reject_once', 'reject_always'] },
+          },
+          ['optionId', 'name', 'kind'],
+        ),
+        64,
+      ),
+    },
+    ['runId', 'title', 'options'],
+  ),
+} as const satisfies Record<string, Schema>;
+
+export const sessionEventSchema = sessionEvent;
+
+const ajv = new Ajv({ allErrors: false, strict: false, allowUnionTypes: true });
+
+function compileAll<K extends string>(schemas: Record<K, Schema>): Record<K, ValidateFunction> {
+  const out = {} as Record<K, ValidateFunction>;
+  for (const key of Object.keys(schemas) as K[]) out[key] = ajv.compile(schemas[key]);
+  return out;
+}
+
+const daemonValidators = compileAll(requestSchemas);
+const clientValidators = compileAll(clientInboundSchemas);
+
+/** Why a payload failed: the JSON pointer of the field and what was wrong with it. */
+export interface ValidationFailure {
+  readonly field: string;
+  readonly message: string;
+}
+
+function check(validate: ValidateFunction, value: unknown): ValidationFailure | undefined {
+  if (validate(value)) return undefined;
+  const error = validate.errors?.[0];
+  if (!error) return { field: '/', message: 'is invalid' };
+  const missing = error.keyword === 'required' ? `/${String(error.params['missingProperty'])}` : '';
+  const extra = error.keyword === 'additionalProperties' ? `/${String(error.params['additionalProperty'])}` : '';
+  const field = `${error.instancePath}${missing}${extra}` || '/';
+  return { field, message: `${field} ${error.message ?? 'is invalid'}` };
+}
+
+export type DaemonInbound = keyof typeof requestSchemas;
+export type ClientInbound = keyof typeof clientInboundSchemas;
+
+export function validateAtDaemon(kind: DaemonInbound, value: unknown): ValidationFailure | undefined {
+  return check(daemonValidators[kind], value);
+}
+
+export function validateAtClient(kind: ClientInbound, value: unknown): ValidationFailure | undefined {
+  return check(clientValidators[kind], value);
+}
+
+const sessionEventValidator = ajv.compile(sessionEvent);
+export function validateSessionEvent(value: unknown): ValidationFailure | undefined {
+  return check(sessionEventValidator, value);
+}
