@@ -53,3 +53,12 @@ export interface ModelAdapter {
   readonly name: string;
   step(request: ModelStepRequest): Promise<ModelStep>;
 }
+
+/** A model chosen for one child: the adapter and the model name to pass it. */
+export interface ResolvedModel {
+  readonly adapter: ModelAdapter;
+  readonly model: string;
+}
+
+/** Picks the model for a start (`agentOptions.model`, else the daemon's default). Throws ModelError('config'). */
+export type ModelResolver = (name: string | undefined) => ResolvedModel;
