@@ -1,0 +1,46 @@
+/** `subagentd daemon [--stdio]`: run the daemon in the foreground until stopped. */
+import { mkdirSync } from 'node:fs';
+import { createBuiltinProviders } from '../builtin-providers.js';
+import { createDaemon } from '../daemon.js';
+import { createLogger } from '../logger.js';
+import { stateFiles } from '../paths.js';
+import { loadProviderModules } from '../provider-modules.js';
+import { commonSettings, parse } from './options.js';
+
+export async function daemonCommand(argv: string[]): Promise<number> {
+  const { values } = parse(argv, { stdio: { type: 'boolean' }, 'log-level': { type: 'string' } });
+  const settings = commonSettings(values);
+  const stdio = values['stdio'] === true;
+  mkdirSync(settings.stateDir, { recursive: true, mode: 0o700 });
+  const log = createLogger({
+    file: stateFiles(settings.stateDir).log,
+    level: (values['log-level'] as string | undefined) ?? process.env['SUBAGENTD_LOG_LEVEL'] ?? 'info',
+    stderr: !stdio || process.env['SUBAGENTD_STDERR_LOG'] === '1',
+  });
+  const providers = [
+    ...createBuiltinProviders(settings.config, settings.stateDir, log),
+    ...(await loadProviderModules(settings.config.providerModules ?? [], { stateDir: settings.stateDir, config: settings.config, log })),
+  ];
+  const daemon = createDaemon({
+    stateDir: settings.stateDir,
+    providers,
+    log,
+    requireToken: settings.config.requireToken ?? true,
+    ...(settings.config.maxFrameBytes !== undefined && { frameLimits: { maxFrameBytes: settings.config.maxFrameBytes } }),
+  });
+  const stop = (signal: string): void => {
+    log.info({ signal }, 'signal received');
+    void daemon.close();
+  };
+  process.once('SIGTERM', () => stop('SIGTERM'));
+  process.once('SIGINT', () => stop('SIGINT'));
+  if (stdio) {
+    // One private client on stdio: when it goes, so does the daemon.
+    daemon.serve(process.stdin, process.stdout, () => void daemon.close());
+  } else {
+    await daemon.listen(settings.socket);
+    process.stderr.write(`subagentd ${daemon.identity.version} listening on ${settings.socket} (pid ${process.pid})\n`);
+  }
+  await daemon.whenClosed;
+  return 0;
+}

@@ -1,0 +1,290 @@
+/**
+ * One client's connection: the guarded reader in front of vscode-jsonrpc, every request handler
+ * (validated before it runs), disconnect-to-cancel, and the daemon → client calls its runs make.
+ */
+import type { Readable, Writable } from 'node:stream';
+import type { Logger } from 'pino';
+import {
+  CancellationTokenSource,
+  createMessageConnection,
+  ResponseError,
+  StreamMessageWriter,
+  type CancellationToken,
+  type MessageConnection,
+  type NotificationType,
+  type RequestType,
+} from 'vscode-jsonrpc/node';
+import {
+  CancelRequest,
+  DisposeRequest,
+  EndNotification,
+  InitializeRequest,
+  InspectRequest,
+  JSONRPC_ERRORS,
+  PermissionRequest,
+  PROTOCOL_VERSION,
+  ProviderAddedNotification,
+  ProviderRemovedNotification,
+  ProvidersListRequest,
+  ResumeRequest,
+  RunEventNotification,
+  RunsListRequest,
+  SendMessageRequest,
+  ShutdownRequest,
+  StartNotification,
+  StartRequest,
+  StatusRequest,
+  SUBAGENT_ERROR_CODES,
+  SubagentError,
+  ToolCallRequest,
+  validateAtDaemon,
+  WaitRequest,
+  type DaemonInbound,
+  type EndParams,
+  type InitializeResult,
+  type PermissionParams,
+  type PermissionResult,
+  type RunEventParams,
+  type StatusResult,
+  type SubagentStartEvent,
+  type ToolCallParams,
+  type ToolCallResult,
+} from '../protocol/index.js';
+import { describeProvider } from './provider.js';
+import type { RunOwner, SubagentService } from './service/subagent-service.js';
+import { GuardedMessageReader, type FrameLimits, type Violation } from './transport/guarded-reader.js';
+import { tokensEqual } from './auth-token.js';
+
+export interface ConnectionContext {
+  readonly service: SubagentService;
+  readonly identity: InitializeResult['daemon'];
+  readonly limits: FrameLimits;
+  /** When set, `initialize` must present this token. */
+  readonly token: string | undefined;
+  /** Most notifications that may wait unsent before streamed `run/event`s are dropped. */
+  readonly maxPendingNotifications: number;
+  status(): StatusResult;
+  shutdown(drain: boolean, timeoutMs: number): void;
+  readonly log: Logger;
+}
+
+/** Violations logged per connection before they are only counted. */
+const LOGGED_VIOLATIONS = 3;
+
+export class ClientConnection implements RunOwner {
+  private readonly rpc: MessageConnection;
+  private readonly writer: StreamMessageWriter;
+  private readonly log: Logger;
+  private initialized = false;
+  private closed = false;
+  private violations = 0;
+  private pendingWrites = 0;
+  private droppedEvents = 0;
+  private readonly unsubscribe: () => void;
+  private readonly closedPromise: Promise<void>;
+  private resolveClosed!: () => void;
+  clientName = 'unknown';
+
+  constructor(
+    readonly id: string,
+    input: Readable,
+    output: Writable,
+    private readonly ctx: ConnectionContext,
+    private readonly destroy: () => void,
+  ) {
+    this.log = ctx.log.child({ conn: id });
+    this.closedPromise = new Promise((resolve) => (this.resolveClosed = resolve));
+    this.writer = new StreamMessageWriter(output);
+    const reader = new GuardedMessageReader(input, ctx.limits, (violation) => this.onViolation(violation));
+    this.rpc = createMessageConnection(reader, this.writer, {
+      error: (message) => this.log.error(message),
+      warn: (message) => this.log.warn(message),
+      info: (message) => this.log.debug(message),
+      log: (message) => this.log.trace(message),
+    });
+    this.bindHandlers();
+    this.rpc.onClose(() => void this.close('peer closed the stream'));
+    this.rpc.onError(([error]) => this.log.debug({ err: error }, 'transport error'));
+    this.unsubscribe = ctx.service.registry.onChange((change) => {
+      if (!this.initialized) return;
+      if (change.kind === 'added') this.notify(ProviderAddedNotification, { provider: describeProvider(change.provider) });
+      else this.notify(ProviderRemovedNotification, { name: change.name });
+    });
+    this.rpc.listen();
+  }
+
+  get open(): boolean {
+    return !this.closed;
+  }
+
+  get whenClosed(): Promise<void> {
+    return this.closedPromise;
+  }
+
+  /** Close once: stop the library (pending daemon → client requests reject), then drop the runs. */
+  async close(reason: string): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.log.info({ reason, client: this.clientName }, 'connection closed');
+    this.unsubscribe();
+    this.rpc.dispose();
+    this.destroy();
+    try {
+      await this.ctx.service.ownerGone(this);
+    } finally {
+      this.resolveClosed();
+    }
+  }
+
+  private onViolation(violation: Violation): void {
+    this.violations += 1;
+    if (this.violations <= LOGGED_VIOLATIONS) {
+      this.log.warn({ violation, client: this.clientName }, 'bad input from client');
+    } else if (this.violations === LOGGED_VIOLATIONS + 1) {
+      this.log.warn('further bad input from this client is counted, not logged');
+    }
+    if (violation.kind === 'reply') {
+      this.writeRaw({ jsonrpc: '2.0', id: violation.id, error: { code: violation.code, message: violation.message } });
+      return;
+    }
+    this.writeRaw({ jsonrpc: '2.0', id: null, error: { code: JSONRPC_ERRORS.INVALID_REQUEST, message: `closing: ${violation.message}` } });
+    void this.close(`untrustworthy framing: ${violation.message}`);
+  }
+
+  private writeRaw(message: object): void {
+    this.writer.write(message as never).catch(() => undefined);
+  }
+
+  // --- RunOwner: the daemon → client side of this connection's runs -----------------------------
+
+  notifyStart(event: SubagentStartEvent): void {
+    this.notify(StartNotification, event);
+  }
+
+  notifyEnd(event: EndParams): void {
+    this.notify(EndNotification, event);
+  }
+
+  notifyRunEvent(event: RunEventParams): void {
+    // Progress is droppable, lifecycle is not: a reader that falls behind loses only run/event.
+    if (this.pendingWrites >= this.ctx.maxPendingNotifications) {
+      if (this.droppedEvents++ === 0) this.log.warn({ client: this.clientName }, 'client reads too slowly: dropping run/event notifications');
+      return;
+    }
+    this.notify(RunEventNotification, event);
+  }
+
+  private notify<P>(type: NotificationType<P>, params: P): void {
+    if (this.closed) return;
+    this.pendingWrites += 1;
+    this.rpc.sendNotification(type as NotificationType<unknown>, params as never).then(
+      () => (this.pendingWrites -= 1),
+      () => (this.pendingWrites -= 1),
+    );
+  }
+
+  callTool(params: ToolCallParams, signal: AbortSignal): Promise<ToolCallResult> {
+    return this.call(ToolCallRequest, params, signal, 'tool/call#result');
+  }
+
+  askPermission(params: PermissionParams, signal: AbortSignal): Promise<PermissionResult> {
+    return this.call(PermissionRequest, params, signal, 'permission/request#result');
+  }
+
+  private async call<P, R>(type: RequestType<P, R, unknown>, params: P, signal: AbortSignal, schema: DaemonInbound): Promise<R> {
+    const source = new CancellationTokenSource();
+    const onAbort = (): void => source.cancel();
+    signal.addEventListener('abort', onAbort, { once: true });
+    try {
+      const result = (await this.rpc.sendRequest(type as RequestType<unknown, unknown, unknown>, params as never, source.token)) as R;
+      const invalid = validateAtDaemon(schema, result);
+      if (invalid) throw new Error(`client answered ${type.method} with an invalid result: ${invalid.message}`);
+      return result;
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+      source.dispose();
+    }
+  }
+
+  // --- Requests, client → daemon ----------------------------------------------------------------
+
+  private bindHandlers(): void {
+    const service = this.ctx.service;
+    this.handle(InitializeRequest, (params) => this.initialize(params), false);
+    this.handle(ProvidersListRequest, () => ({ providers: service.registry.all().map(describeProvider) }));
+    this.handle(StartRequest, (params, signal) => service.start(params, this, signal));
+    this.handle(CancelRequest, ({ runId }) => (service.cancel(runId, this), {}));
+    this.handle(DisposeRequest, async ({ runId }) => (await service.dispose(runId, this), {}));
+    this.handle(SendMessageRequest, ({ runId, content }) => (service.sendMessage(runId, this, content), {}));
+    this.handle(ResumeRequest, ({ runId, prompt, stream }) => service.resume(runId, this, prompt, stream === true));
+    this.handle(WaitRequest, ({ runId }) => service.wait(runId, this));
+    this.handle(RunsListRequest, (filter) => ({ runs: service.list(this, filter) }));
+    this.handle(InspectRequest, ({ runId }) => service.inspect(runId, this));
+    this.handle(StatusRequest, () => this.ctx.status());
+    this.handle(ShutdownRequest, ({ drain, timeoutMs }) => {
+      this.log.info({ drain, timeoutMs, client: this.clientName }, 'shutdown requested');
+      setImmediate(() => this.ctx.shutdown(drain === true, timeoutMs ?? 30_000));
+      return {};
+    });
+  }
+
+  private initialize(params: { protocolVersion: string; clientInfo: { name: string; version: string }; token?: string }): InitializeResult {
+    if (this.initialized) throw new SubagentError('INVALID_REQUEST', 'initialize was already called on this connection');
+    const major = (v: string): string => v.split('.')[0] ?? v;
+    if (major(params.protocolVersion) !== major(PROTOCOL_VERSION)) {
+      throw new SubagentError(
+        'PROTOCOL_VERSION',
+        `protocol version mismatch: client speaks ${params.protocolVersion}, daemon speaks ${PROTOCOL_VERSION}`,
+        { clientVersion: params.protocolVersion, daemonVersion: PROTOCOL_VERSION },
+      );
+    }
+    if (this.ctx.token !== undefined && !tokensEqual(params.token, this.ctx.token)) {
+      throw new SubagentError('UNAUTHORIZED', 'missing or wrong daemon token: read it from the token file beside the socket');
+    }
+    this.initialized = true;
+    this.clientName = `${params.clientInfo.name}@${params.clientInfo.version}`;
+    this.log.info({ client: this.clientName }, 'client initialized');
+    return {
+      protocolVersion: PROTOCOL_VERSION,
+      daemon: this.ctx.identity,
+      providers: this.ctx.service.registry.all().map(describeProvider),
+    };
+  }
+
+  /** Registers a handler that validates its params and answers typed errors. */
+  private handle<P, R>(
+    type: RequestType<P, R, unknown>,
+    handler: (params: P, signal: AbortSignal) => R | Promise<R>,
+    requiresInitialize = true,
+  ): void {
+    const method = type.method as DaemonInbound;
+    this.rpc.onRequest(type as RequestType<unknown, unknown, unknown>, async (raw: unknown, token: CancellationToken) => {
+      try {
+        if (requiresInitialize && !this.initialized) {
+          throw new SubagentError('NOT_INITIALIZED', `call initialize before ${method}`);
+        }
+        const params = (raw ?? {}) as P;
+        const invalid = validateAtDaemon(method, params);
+        if (invalid) throw new SubagentError('INVALID_REQUEST', `invalid params for ${method}: ${invalid.message}`, { field: invalid.field });
+        const abort = new AbortController();
+        const subscription = token.onCancellationRequested(() => abort.abort());
+        try {
+          return await handler(params, abort.signal);
+        } finally {
+          subscription.dispose();
+        }
+      } catch (error) {
+        return this.toResponseError(method, error);
+      }
+    });
+  }
+
+  private toResponseError(method: string, error: unknown): ResponseError<unknown> {
+    if (error instanceof SubagentError) {
+      return new ResponseError(SUBAGENT_ERROR_CODES[error.code], error.message, error.data);
+    }
+    this.log.error({ err: error, method }, 'request handler failed');
+    const message = error instanceof Error ? error.message : String(error);
+    return new ResponseError(JSONRPC_ERRORS.INTERNAL_ERROR, `${method} failed: ${message}`);
+  }
+}

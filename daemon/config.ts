@@ -1,0 +1,152 @@
+/**
+ * The daemon's config file: JSON, validated by ajv, every error naming the bad field. Flags and
+ * env override what the file says (see cli.ts).
+ */
+import { readFileSync } from 'node:fs';
+import { dirname, isAbsolute, resolve } from 'node:path';
+import { Ajv } from 'ajv';
+
+export interface AcpProviderEntry {
+  readonly name: string;
+  readonly type: 'acp';
+  readonly command: string;
+  readonly args?: string[];
+  readonly env?: Record<string, string>;
+  readonly cwd?: string;
+  readonly permission?: 'allow' | 'deny' | 'ask';
+  readonly fileAccess?: { read: boolean; write: boolean };
+  readonly initializeTimeoutMs?: number;
+}
+
+export interface DaemonConfig {
+  readonly socket?: string;
+  readonly stateDir?: string;
+  /** Largest inbound frame in bytes (default 4 MiB). */
+  readonly maxFrameBytes?: number;
+  /** Require the per-daemon token at `initialize` (default true). */
+  readonly requireToken?: boolean;
+  /** Modules exporting `createProviders(context)` → trusted same-process providers. Relative to the config file. */
+  readonly providerModules?: string[];
+  readonly providers?: AcpProviderEntry[];
+  readonly model?: {
+    /** Default model: a name for the configured endpoint, or `scripted:FILE`. */
+    readonly default?: string;
+    readonly baseUrl?: string;
+    /** Name of the env variable holding the API key (the key itself never goes in the file). */
+    readonly apiKeyEnv?: string;
+    readonly idleTimeoutMs?: number;
+    readonly stepTimeoutMs?: number;
+    readonly maxRetries?: number;
+  };
+  readonly tools?: { readonly write?: boolean; readonly shell?: boolean; readonly shellTimeoutMs?: number };
+  readonly persona?: string;
+  readonly personaVars?: Record<string, string>;
+  readonly maxSteps?: number;
+  /** Exit after this long with no connection and no live run (off by default). */
+  readonly idleTimeoutMs?: number;
+}
+
+const positiveInt = { type: 'integer', minimum: 1 };
+const stringMap = { type: 'object', additionalProperties: { type: 'string' } };
+
+const schema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    $schema: { type: 'string' },
+    socket: { type: 'string', minLength: 1 },
+    stateDir: { type: 'string', minLength: 1 },
+    maxFrameBytes: { type: 'integer', minimum: 1024, maximum: 1024 * 1024 * 1024 },
+    requireToken: { type: 'boolean' },
+    providerModules: { type: 'array', items: { type: 'string', minLength: 1 } },
+    providers: {
+      type: 'array',
+      items: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['name', 'type', 'command'],
+        properties: {
+          name: { type: 'string', pattern: '^[A-Za-z0-9_.-]{1,128}$' },
+          type: { const: 'acp' },
+          command: { type: 'string', minLength: 1 },
+          args: { type: 'array', items: { type: 'string' } },
+          env: stringMap,
+          cwd: { type: 'string', minLength: 1 },
+          permission: { enum: ['allow', 'deny', 'ask'] },
+          fileAccess: {
+            type: 'object',
+            additionalProperties: false,
+            required: ['read', 'write'],
+            properties: { read: { type: 'boolean' }, write: { type: 'boolean' } },
+          },
+          initializeTimeoutMs: positiveInt,
+        },
+      },
+    },
+    model: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        default: { type: 'string', minLength: 1 },
+        baseUrl: { type: 'string', minLength: 1 },
+        apiKeyEnv: { type: 'string', minLength: 1 },
+        idleTimeoutMs: positiveInt,
+        stepTimeoutMs: positiveInt,
+        maxRetries: { type: 'integer', minimum: 0, maximum: 10 },
+      },
+    },
+    tools: {
+      type: 'object',
+      additionalProperties: false,
+      properties: { write: { type: 'boolean' }, shell: { type: 'boolean' }, shellTimeoutMs: positiveInt },
+    },
+    persona: { type: 'string' },
+    personaVars: stringMap,
+    maxSteps: positiveInt,
+    idleTimeoutMs: positiveInt,
+  },
+};
+
+const validate = new Ajv({ allErrors: true, strict: false }).compile<DaemonConfig>(schema);
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+}
+
+/** Reads and validates a config file; relative paths in it are resolved against its folder. */
+export function loadConfig(path: string): DaemonConfig {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    throw new ConfigError(`cannot read config file ${path}: ${(error as Error).message}`);
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    throw new ConfigError(`config file ${path} is not valid JSON: ${(error as Error).message}`);
+  }
+  return parseConfig(value, path);
+}
+
+export function parseConfig(value: unknown, origin = 'config'): DaemonConfig {
+  if (!validate(value)) {
+    const problems = (validate.errors ?? []).map((e) => {
+      const extra = e.keyword === 'additionalProperties' ? `/${String(e.params['additionalProperty'])}` : '';
+      const missing = e.keyword === 'required' ? `/${String(e.params['missingProperty'])}` : '';
+      const field = `${e.instancePath}${extra}${missing}` || '/';
+      const why = e.keyword === 'additionalProperties' ? 'is not a known setting' : (e.message ?? 'is invalid');
+      return `${field} ${why}`;
+    });
+    throw new ConfigError(`invalid config ${origin}: ${problems.join('; ')}`);
+  }
+  const base = dirname(resolve(origin));
+  const abs = (p: string): string => (isAbsolute(p) ? p : resolve(base, p));
+  return {
+    ...value,
+    ...(value.providerModules && { providerModules: value.providerModules.map(abs) }),
+    ...(value.stateDir && { stateDir: abs(value.stateDir) }),
+    ...(value.socket && { socket: abs(value.socket) }),
+  };
+}

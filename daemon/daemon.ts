@@ -1,0 +1,153 @@
+/**
+ * The daemon as a library: a service with its providers, served over a unix socket and/or any
+ * stream pair (stdio), with its identity, status and an orderly shutdown.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { mkdirSync, rmSync } from 'node:fs';
+import type { Socket } from 'node:net';
+import type { Readable, Writable } from 'node:stream';
+import type { Logger } from 'pino';
+import { DEFAULT_FRAME_LIMITS, type FrameLimits } from './transport/guarded-reader.js';
+import { PROTOCOL_VERSION, type DaemonIdentity, type StatusResult } from '../protocol/index.js';
+import { createToken, tokenPathFor, writeTokenFile } from './auth-token.js';
+import { ClientConnection } from './client-connection.js';
+import type { DaemonProvider } from './provider.js';
+import { SubagentService } from './service/subagent-service.js';
+import { acquireStateLock } from './state-lock.js';
+import { listenUnix } from './transport/unix-socket.js';
+import { DAEMON_VERSION } from './version.js';
+import { createLogger } from './logger.js';
+import { stateFiles } from './paths.js';
+
+export interface DaemonOptions {
+  readonly stateDir: string;
+  /** Trusted same-process providers to register at start. */
+  readonly providers?: readonly DaemonProvider[];
+  readonly log?: Logger;
+  readonly frameLimits?: Partial<FrameLimits>;
+  /** Require the per-daemon token at `initialize` on the socket (default true). */
+  readonly requireToken?: boolean;
+  /** Most unsent notifications per connection before streamed progress is dropped. */
+  readonly maxPendingNotifications?: number;
+}
+
+export interface Daemon {
+  readonly service: SubagentService;
+  readonly identity: DaemonIdentity;
+  readonly log: Logger;
+  /** Listen on a unix socket; writes the token file beside it. */
+  listen(socketPath: string): Promise<void>;
+  /** Serve one client over a stream pair (stdio mode, embedding, tests). */
+  serve(input: Readable, output: Writable, onClose?: () => void): ClientConnection;
+  status(): StatusResult;
+  /** Stop accepting, optionally drain running children, dispose every run, release the state dir. */
+  close(options?: { drain?: boolean; timeoutMs?: number }): Promise<void>;
+  readonly whenClosed: Promise<void>;
+}
+
+export function createDaemon(options: DaemonOptions): Daemon {
+  mkdirSync(options.stateDir, { recursive: true, mode: 0o700 });
+  const files = stateFiles(options.stateDir);
+  const releaseLock = acquireStateLock(files.lock);
+  const log = options.log ?? createLogger({ file: files.log });
+  const service = new SubagentService(log);
+  const startedAt = new Date();
+  const identity: DaemonIdentity = {
+    name: 'subagentd',
+    version: DAEMON_VERSION,
+    pid: process.pid,
+    startedAt: startedAt.toISOString(),
+    epoch: randomBytes(12).toString('base64url'),
+  };
+  const limits: FrameLimits = { ...DEFAULT_FRAME_LIMITS, ...options.frameLimits };
+  const connections = new Set<ClientConnection>();
+  const listeners: Array<{ close(): Promise<void>; tokenPath: string }> = [];
+  let socketPath: string | undefined;
+  let token: string | undefined;
+  let closing: Promise<void> | undefined;
+  let resolveClosed!: () => void;
+  const whenClosed = new Promise<void>((resolve) => (resolveClosed = resolve));
+
+  for (const provider of options.providers ?? []) service.registry.register(provider);
+
+  const status = (): StatusResult => ({
+    daemon: identity,
+    protocolVersion: PROTOCOL_VERSION,
+    uptimeMs: Date.now() - startedAt.getTime(),
+    ...(socketPath !== undefined && { socket: socketPath }),
+    stateDir: options.stateDir,
+    connections: connections.size,
+    runs: service.counts(),
+    providers: service.registry.list(),
+    shuttingDown: service.isShuttingDown,
+    memory: { rss: process.memoryUsage.rss(), heapUsed: process.memoryUsage().heapUsed },
+  });
+
+  const serve = (input: Readable, output: Writable, destroy: () => void, connectionToken: string | undefined): ClientConnection => {
+    const connection: ClientConnection = new ClientConnection(
+      randomUUID(),
+      input,
+      output,
+      {
+        service,
+        identity,
+        limits,
+        token: connectionToken,
+        maxPendingNotifications: options.maxPendingNotifications ?? 1024,
+        status,
+        shutdown: (drain, timeoutMs) => void daemon.close({ drain, timeoutMs }),
+        log,
+      },
+      destroy,
+    );
+    connections.add(connection);
+    void connection.whenClosed.then(() => connections.delete(connection));
+    return connection;
+  };
+
+  const daemon: Daemon = {
+    service,
+    identity,
+    log,
+    whenClosed,
+    status,
+    async listen(path) {
+      const requireToken = options.requireToken ?? true;
+      const tokenPath = tokenPathFor(path);
+      const listener = await listenUnix(path, (socket: Socket) => {
+        socket.on('error', (error) => log.debug({ err: error }, 'socket error'));
+        const connection = serve(socket, socket, () => socket.destroy(), token);
+        socket.on('close', () => void connection.close('socket closed'));
+      });
+      if (requireToken) {
+        token = createToken();
+        writeTokenFile(tokenPath, token);
+      }
+      socketPath = path;
+      listeners.push({ close: listener.close, tokenPath });
+      log.info({ socket: path, pid: process.pid, version: DAEMON_VERSION, epoch: identity.epoch }, 'daemon listening');
+    },
+    serve(input, output, onClose) {
+      const connection = serve(input, output, () => onClose?.(), undefined);
+      input.on('end', () => void connection.close('input ended'));
+      return connection;
+    },
+    close({ drain = false, timeoutMs = 30_000 } = {}) {
+      closing ??= (async () => {
+        log.info({ drain, timeoutMs }, 'daemon shutting down');
+        await service.shutdown(drain, timeoutMs);
+        for (const listener of listeners) {
+          await listener.close();
+          rmSync(listener.tokenPath, { force: true });
+        }
+        await Promise.allSettled([...connections].map((c) => c.close('daemon shut down')));
+        releaseLock();
+        log.info('daemon stopped');
+        log.flush?.();
+        resolveClosed();
+      })();
+      return closing;
+    },
+  };
+  return daemon;
+}

@@ -1,0 +1,58 @@
+/**
+ * The supported output-schema subset: object-rooted JSON Schema using only `type` (one string),
+ * `oneOf` (two or more branches, never beside `type`), `properties`, `required`, boolean
+ * `additionalProperties`, `items`, scalar `enum` / `const`, and the annotations `description`,
+ * `title`, `default`, `examples`. Anything else is rejected at start, naming the violation.
+ */
+import { SubagentError } from '../../protocol/index.js';
+
+const TYPES = new Set(['object', 'array', 'string', 'number', 'integer', 'boolean', 'null']);
+const ANNOTATIONS = new Set(['description', 'title', 'default', 'examples']);
+const KEYWORDS = new Set(['type', 'oneOf', 'properties', 'required', 'additionalProperties', 'items', 'enum', 'const']);
+
+export function assertObjectJsonSchema(schema: unknown): void {
+  check(schema, '#', true);
+}
+
+function fail(path: string, why: string): never {
+  throw new SubagentError('UNSUPPORTED_SCHEMA', `outputSchema ${path}: ${why}`, { field: `/outputSchema${path.slice(1)}` });
+}
+
+const isScalar = (v: unknown): boolean => v === null || ['string', 'number', 'boolean'].includes(typeof v);
+
+function check(schema: unknown, path: string, root: boolean): void {
+  if (typeof schema !== 'object' || schema === null || Array.isArray(schema)) fail(path, 'a schema must be an object');
+  const s = schema as Record<string, unknown>;
+  for (const key of Object.keys(s)) {
+    if (!KEYWORDS.has(key) && !ANNOTATIONS.has(key)) fail(path, `keyword "${key}" is outside the supported subset`);
+  }
+  if ('type' in s) {
+    if (typeof s['type'] !== 'string' || !TYPES.has(s['type'])) fail(`${path}/type`, 'type must be one JSON type name');
+    if ('oneOf' in s) fail(path, 'oneOf may not stand beside type');
+  }
+  if ('oneOf' in s) {
+    const branches = s['oneOf'];
+    if (!Array.isArray(branches) || branches.length < 2) fail(`${path}/oneOf`, 'oneOf needs two or more branches');
+    branches.forEach((branch, i) => check(branch, `${path}/oneOf/${i}`, root));
+  } else if (root && s['type'] !== 'object') {
+    fail(path, 'the root must be an object schema (type "object")');
+  }
+  if ('properties' in s) {
+    const props = s['properties'];
+    if (typeof props !== 'object' || props === null || Array.isArray(props)) fail(`${path}/properties`, 'must be an object');
+    for (const [name, sub] of Object.entries(props)) check(sub, `${path}/properties/${name}`, false);
+  }
+  if ('required' in s) {
+    const req = s['required'];
+    if (!Array.isArray(req) || !req.every((r) => typeof r === 'string')) fail(`${path}/required`, 'must be an array of strings');
+  }
+  if ('additionalProperties' in s && typeof s['additionalProperties'] !== 'boolean') {
+    fail(`${path}/additionalProperties`, 'only a boolean is supported');
+  }
+  if ('items' in s) check(s['items'], `${path}/items`, false);
+  if ('enum' in s) {
+    const values = s['enum'];
+    if (!Array.isArray(values) || values.length === 0 || !values.every(isScalar)) fail(`${path}/enum`, 'must be a non-empty array of scalars');
+  }
+  if ('const' in s && !isScalar(s['const'])) fail(`${path}/const`, 'must be a scalar');
+}

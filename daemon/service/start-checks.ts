@@ -1,0 +1,58 @@
+/**
+ * The seam's start-time checks, in its fixed order: capabilities (outputSchema, maxDepth,
+ * toolFilter, persona — the first missing one fails and the provider is never called), the
+ * maxDepth value, the schema subset; then the child's depth from the parent reference.
+ */
+import { SubagentError, type ParentRef, type StartParams } from '../../protocol/index.js';
+import type { DaemonProvider } from '../provider.js';
+import { assertObjectJsonSchema } from './output-schema.js';
+
+const CAPABILITY_ORDER = [
+  ['outputSchema', 'outputSchema'],
+  ['maxDepth', 'depthLimit'],
+  ['toolFilter', 'toolFilter'],
+  ['persona', 'persona'],
+] as const;
+
+export function checkStartRequest(provider: DaemonProvider, params: StartParams): void {
+  for (const [field, capability] of CAPABILITY_ORDER) {
+    if (params[field] !== undefined && !provider.capabilities[capability]) {
+      throw new SubagentError(
+        'UNSUPPORTED_CAPABILITY',
+        `provider "${provider.name}" does not support ${field} (capability "${capability}" is false)`,
+        { field: `/${field}` },
+      );
+    }
+  }
+  if (params.maxDepth !== undefined) requireDepthValue(params.maxDepth, '/maxDepth');
+  if (params.outputSchema !== undefined) assertObjectJsonSchema(params.outputSchema);
+}
+
+/** A depth is a non-negative safe integer: no fraction, no -0, no NaN or Infinity. */
+function requireDepthValue(value: unknown, field: string): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0 || Object.is(value, -0)) {
+    throw new SubagentError('INVALID_REQUEST', `${field} must be a non-negative safe integer, got ${String(value)}`, { field });
+  }
+  return value;
+}
+
+/**
+ * Child depth = 1 + max(stored delegationDepth, runtime subagentDepth); absent means 0, a
+ * malformed present value is an error (never read as 0), and an unrepresentable child depth is a
+ * range error even without a cap. A defined maxDepth is an absolute cap on the child's depth.
+ */
+export function childDepth(parent: ParentRef, maxDepth: number | undefined): number {
+  const stored = parent.delegationDepth === undefined ? 0 : requireDepthValue(parent.delegationDepth, '/parent/delegationDepth');
+  const runtime = parent.subagentDepth === undefined ? 0 : requireDepthValue(parent.subagentDepth, '/parent/subagentDepth');
+  const depth = Math.max(stored, runtime) + 1;
+  if (!Number.isSafeInteger(depth)) {
+    throw new SubagentError('INVALID_REQUEST', `child depth ${depth} is outside the safe-integer range`, { field: '/parent' });
+  }
+  if (maxDepth !== undefined && depth > maxDepth) {
+    throw new SubagentError('DEPTH_EXCEEDED', `child depth ${depth} exceeds maxDepth ${maxDepth}`, {
+      attemptedDepth: depth,
+      maxDepth,
+    });
+  }
+  return depth;
+}

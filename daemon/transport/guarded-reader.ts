@@ -1,0 +1,188 @@
+/**
+ * A MessageReader for untrusted peers, in front of vscode-jsonrpc. The library's own reader
+ * buffers any declared Content-Length, desynchronises on a frame without one, and drops batches,
+ * object ids and non-JSON bodies without a reply. This reader bounds every frame, parses and
+ * checks the JSON-RPC envelope itself, and reports each violation either as an error reply the
+ * connection should send (the frame boundary was sound) or as fatal (the stream can't be trusted).
+ */
+import type { Readable } from 'node:stream';
+import { AbstractMessageReader, type DataCallback, type Disposable, type Message } from 'vscode-jsonrpc/node';
+import { JSONRPC_ERRORS } from '../../protocol/index.js';
+
+export interface FrameLimits {
+  /** Largest body accepted, in bytes. */
+  readonly maxFrameBytes: number;
+  /** Largest header block accepted, in bytes. */
+  readonly maxHeaderBytes: number;
+  /** Deepest nesting of arrays/objects accepted in a message. */
+  readonly maxDepth: number;
+}
+
+export const DEFAULT_FRAME_LIMITS: FrameLimits = { maxFrameBytes: 4 * 1024 * 1024, maxHeaderBytes: 8 * 1024, maxDepth: 64 };
+
+export type Violation =
+  | { readonly kind: 'reply'; readonly id: string | number | null; readonly code: number; readonly message: string }
+  | { readonly kind: 'fatal'; readonly message: string };
+
+const HEADER_END = Buffer.from('\r\n\r\n');
+
+export class GuardedMessageReader extends AbstractMessageReader {
+  private chunks: Buffer[] = [];
+  private buffered = 0;
+  private bodyLength: number | undefined;
+  private callback: DataCallback | undefined;
+  private dead = false;
+
+  constructor(
+    private readonly readable: Readable,
+    private readonly limits: FrameLimits,
+    private readonly onViolation: (violation: Violation) => void,
+  ) {
+    super();
+  }
+
+  listen(callback: DataCallback): Disposable {
+    this.callback = callback;
+    const onData = (chunk: Buffer): void => this.onData(chunk);
+    const onClose = (): void => this.fireClose();
+    const onError = (error: Error): void => this.fireError(error);
+    this.readable.on('data', onData);
+    this.readable.on('close', onClose);
+    this.readable.on('end', onClose);
+    this.readable.on('error', onError);
+    return {
+      dispose: () => {
+        this.readable.off('data', onData);
+        this.readable.off('close', onClose);
+        this.readable.off('end', onClose);
+        this.readable.off('error', onError);
+      },
+    };
+  }
+
+  private onData(chunk: Buffer): void {
+    if (this.dead) return;
+    this.chunks.push(chunk);
+    this.buffered += chunk.length;
+    while (!this.dead) {
+      if (this.bodyLength === undefined) {
+        if (!this.readHeader()) return;
+      } else {
+        if (this.buffered < this.bodyLength) return;
+        const body = this.take(this.bodyLength);
+        this.bodyLength = undefined;
+        this.deliver(body);
+      }
+    }
+  }
+
+  /** Consumes one header block; false when more bytes are needed. */
+  private readHeader(): boolean {
+    const head = this.peek(Math.min(this.buffered, this.limits.maxHeaderBytes + HEADER_END.length));
+    const end = head.indexOf(HEADER_END);
+    if (end < 0) {
+      if (this.buffered > this.limits.maxHeaderBytes) this.fatal(`header block over ${this.limits.maxHeaderBytes} bytes`);
+      return false;
+    }
+    const text = this.take(end + HEADER_END.length).toString('ascii', 0, end);
+    let length: number | undefined;
+    for (const line of text.split('\r\n')) {
+      const colon = line.indexOf(':');
+      if (colon <= 0) return this.fatal(`malformed header line ${JSON.stringify(line.slice(0, 80))}`);
+      const name = line.slice(0, colon).trim().toLowerCase();
+      const value = line.slice(colon + 1).trim();
+      if (name === 'content-length') {
+        if (!/^\d{1,12}$/.test(value)) return this.fatal(`invalid Content-Length ${JSON.stringify(value.slice(0, 40))}`);
+        length = Number(value);
+      }
+    }
+    if (length === undefined) return this.fatal('frame without Content-Length');
+    if (length > this.limits.maxFrameBytes) {
+      return this.fatal(`frame of ${length} bytes over the ${this.limits.maxFrameBytes}-byte limit`);
+    }
+    this.bodyLength = length;
+    return true;
+  }
+
+  private deliver(body: Buffer): void {
+    let message: unknown;
+    try {
+      message = JSON.parse(body.toString('utf8'));
+    } catch (error) {
+      this.reply(null, JSONRPC_ERRORS.PARSE_ERROR, `parse error: ${(error as Error).message}`);
+      return;
+    }
+    const checked = checkEnvelope(message, this.limits.maxDepth);
+    if (typeof checked === 'string') {
+      const id = idOf(message);
+      this.reply(id, JSONRPC_ERRORS.INVALID_REQUEST, checked);
+      return;
+    }
+    this.callback?.(checked);
+  }
+
+  private reply(id: string | number | null, code: number, message: string): void {
+    this.onViolation({ kind: 'reply', id, code, message });
+  }
+
+  private fatal(message: string): false {
+    this.dead = true;
+    this.chunks = [];
+    this.buffered = 0;
+    this.onViolation({ kind: 'fatal', message });
+    return false;
+  }
+
+  private peek(n: number): Buffer {
+    if (this.chunks.length > 1) this.chunks = [Buffer.concat(this.chunks)];
+    return (this.chunks[0] ?? Buffer.alloc(0)).subarray(0, n);
+  }
+
+  private take(n: number): Buffer {
+    const all = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks);
+    const out = all.subarray(0, n);
+    const rest = all.subarray(n);
+    this.chunks = rest.length > 0 ? [rest] : [];
+    this.buffered = rest.length;
+    return out;
+  }
+}
+
+/** The id to answer with: only a well-formed id is echoed, anything else gets null. */
+function idOf(message: unknown): string | number | null {
+  if (typeof message !== 'object' || message === null || Array.isArray(message)) return null;
+  const id = (message as { id?: unknown }).id;
+  return typeof id === 'string' || (typeof id === 'number' && Number.isSafeInteger(id)) ? id : null;
+}
+
+/** Returns the message when its envelope is sound, else the reason it is not. */
+function checkEnvelope(message: unknown, maxDepth: number): Message | string {
+  if (Array.isArray(message)) return 'batches are not supported: send one request per frame';
+  if (typeof message !== 'object' || message === null) return 'a message must be a JSON object';
+  const m = message as Record<string, unknown>;
+  if (m['jsonrpc'] !== '2.0') return 'jsonrpc must be "2.0"';
+  if ('id' in m && !(typeof m['id'] === 'string' || m['id'] === null || (typeof m['id'] === 'number' && Number.isSafeInteger(m['id'])))) {
+    return 'id must be a string, an integer or null';
+  }
+  if ('method' in m) {
+    if (typeof m['method'] !== 'string' || m['method'].length === 0) return 'method must be a non-empty string';
+    if ('params' in m && (typeof m['params'] !== 'object' || m['params'] === null)) {
+      return 'params must be an object or an array';
+    }
+  } else if (!('id' in m) || !('result' in m || 'error' in m)) {
+    return 'a message must be a request, a notification or a response';
+  }
+  if (depthExceeds(message, maxDepth)) return `message nested deeper than ${maxDepth} levels`;
+  return message as Message;
+}
+
+function depthExceeds(root: unknown, maxDepth: number): boolean {
+  const stack: Array<[unknown, number]> = [[root, 1]];
+  while (stack.length > 0) {
+    const [value, depth] = stack.pop()!;
+    if (typeof value !== 'object' || value === null) continue;
+    if (depth > maxDepth) return true;
+    for (const child of Object.values(value)) if (typeof child === 'object' && child !== null) stack.push([child, depth + 1]);
+  }
+  return false;
+}

@@ -1,0 +1,77 @@
+/**
+ * The unix-socket listener: a private directory (0700, ours), a 0600 socket, a stale socket
+ * removed only when nothing answers on it, and on close the socket removed only if it is still
+ * ours (a displaced daemon never deletes its successor's).
+ */
+import { chmodSync, lstatSync, mkdirSync, statSync, unlinkSync } from 'node:fs';
+import { createConnection, createServer, type Server, type Socket } from 'node:net';
+import { dirname } from 'node:path';
+
+export class SocketInUseError extends Error {
+  override readonly name = 'SocketInUseError';
+}
+
+/** Creates or checks the socket's directory: it must be ours and closed to group and others. */
+export function securePrivateDir(dir: string): void {
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const stat = lstatSync(dir);
+  if (!stat.isDirectory()) throw new Error(`${dir} is not a directory`);
+  const uid = process.getuid?.();
+  if (uid !== undefined && stat.uid !== uid) {
+    throw new Error(`refusing socket directory ${dir}: owned by uid ${stat.uid}, not by this user (uid ${uid})`);
+  }
+  if ((stat.mode & 0o077) !== 0) {
+    throw new Error(`refusing socket directory ${dir}: mode ${(stat.mode & 0o777).toString(8)} lets others in; run \`chmod 700 ${dir}\``);
+  }
+}
+
+/** Does a live daemon answer on this path? */
+export function socketAnswers(path: string, timeoutMs = 1000): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = createConnection(path);
+    const done = (alive: boolean): void => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(alive);
+    };
+    const timer = setTimeout(() => done(true), timeoutMs); // accepted but silent still means in use
+    socket.once('connect', () => done(true));
+    socket.once('error', () => done(false));
+  });
+}
+
+export async function listenUnix(path: string, onSocket: (socket: Socket) => void): Promise<{ server: Server; close(): Promise<void> }> {
+  securePrivateDir(dirname(path));
+  const existing = statOrUndefined(path);
+  if (existing) {
+    if (!existing.isSocket()) throw new SocketInUseError(`${path} exists and is not a socket; remove it or choose another --socket`);
+    if (await socketAnswers(path)) throw new SocketInUseError(`a daemon is already listening on ${path}`);
+    unlinkSync(path);
+  }
+  const server = createServer({ allowHalfOpen: false }, onSocket);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(path, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  chmodSync(path, 0o600);
+  const ours = statSync(path).ino;
+  return {
+    server,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        if (statOrUndefined(path)?.ino === ours) unlinkSync(path);
+      }),
+  };
+}
+
+function statOrUndefined(path: string): ReturnType<typeof statSync> | undefined {
+  try {
+    return lstatSync(path);
+  } catch {
+    return undefined;
+  }
+}
