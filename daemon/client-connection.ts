@@ -147,8 +147,9 @@ export class ClientConnection implements RunOwner {
       this.writeRaw({ jsonrpc: '2.0', id: violation.id, error: { code: violation.code, message: violation.message } });
       return;
     }
-    this.writeRaw({ jsonrpc: '2.0', id: null, error: { code: JSONRPC_ERRORS.INVALID_REQUEST, message: `closing: ${violation.message}` } });
-    void this.close(`untrustworthy framing: ${violation.message}`);
+    // Say why, then close: the bytes that follow can't be framed.
+    const farewell = { jsonrpc: '2.0', id: null, error: { code: JSONRPC_ERRORS.INVALID_REQUEST, message: `closing: ${violation.message}` } };
+    void this.writer.write(farewell as never).finally(() => void this.close(`untrustworthy framing: ${violation.message}`));
   }
 
   private writeRaw(message: object): void {

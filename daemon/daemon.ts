@@ -116,7 +116,12 @@ export function createDaemon(options: DaemonOptions): Daemon {
       const tokenPath = tokenPathFor(path);
       const listener = await listenUnix(path, (socket: Socket) => {
         socket.on('error', (error) => log.debug({ err: error }, 'socket error'));
-        const connection = serve(socket, socket, () => socket.destroy(), token);
+        // end() flushes what is queued (a closing error); destroy() follows for a peer that never reads.
+        const destroy = (): void => {
+          socket.end();
+          setTimeout(() => socket.destroy(), 1000).unref();
+        };
+        const connection = serve(socket, socket, destroy, token);
         socket.on('close', () => void connection.close('socket closed'));
       });
       if (requireToken) {

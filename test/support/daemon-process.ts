@@ -1,0 +1,70 @@
+/**
+ * Starts the real daemon (the built CLI) as a separate process on a unix socket in a fresh temp
+ * dir, with the fixture providers loaded, and stops it. Every helper bounds its waits.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+export const REPO = resolve(import.meta.dirname, '..', '..');
+export const CLI = join(REPO, 'dist', 'daemon', 'cli.js');
+export const FIXTURE_PROVIDERS = join(REPO, 'dist', 'test', 'fixtures', 'test-providers.js');
+
+export interface DaemonProcess {
+  readonly dir: string;
+  readonly socket: string;
+  readonly stateDir: string;
+  readonly configPath: string;
+  readonly proc: ChildProcess;
+  stderr(): string;
+  /** SIGTERM, wait for exit (SIGKILL after 5 s), remove the temp dir. */
+  stop(): Promise<void>;
+}
+
+export function makeTempDir(prefix = 'subagentd-test-'): string {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+export async function startDaemon(config: Record<string, unknown> = {}, extraArgs: string[] = []): Promise<DaemonProcess> {
+  if (!existsSync(CLI)) throw new Error(`build first: ${CLI} is missing (npm run build)`);
+  const dir = makeTempDir();
+  const socket = join(dir, 'run', 'daemon.sock');
+  const stateDir = join(dir, 'state');
+  const configPath = join(dir, 'config.json');
+  writeFileSync(configPath, JSON.stringify({ providerModules: [FIXTURE_PROVIDERS], ...config }));
+  const proc = spawn(process.execPath, [CLI, 'daemon', '--socket', socket, '--state-dir', stateDir, '--config', configPath, ...extraArgs], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    env: { ...process.env, SUBAGENTD_SOCKET: '', SUBAGENTD_HOME: '', SUBAGENTD_CONFIG: '' },
+  });
+  let err = '';
+  proc.stderr?.on('data', (d: Buffer) => (err += d.toString()));
+  const exited = new Promise<void>((res) => proc.once('exit', () => res()));
+  await waitFor(() => existsSync(`${socket}.token`) || proc.exitCode !== null, 10_000, () => `daemon did not listen: ${err}`);
+  if (proc.exitCode !== null) throw new Error(`daemon exited ${proc.exitCode}: ${err}`);
+  return {
+    dir,
+    socket,
+    stateDir,
+    configPath,
+    proc,
+    stderr: () => err,
+    async stop() {
+      if (proc.exitCode === null && proc.signalCode === null) {
+        proc.kill('SIGTERM');
+        const killer = setTimeout(() => proc.kill('SIGKILL'), 5000);
+        await exited;
+        clearTimeout(killer);
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export async function waitFor(check: () => boolean, timeoutMs: number, what: () => string = () => 'condition'): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what()}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
