@@ -1,0 +1,340 @@
+/**
+ * The seam's rules, one by one, at the wire of a real daemon process: order of start checks,
+ * lifecycle order and scoping, ownership, cancellation before and after readiness, disconnect.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startDaemon, waitFor, type DaemonProcess } from './support/daemon-process.js';
+import { RawPeer, type RpcMessage } from './support/raw-peer.js';
+
+const parent = { sessionId: 'parent-1', cwd: '/tmp' };
+const prompt = (text: string) => [{ type: 'text', text }];
+let daemon: DaemonProcess;
+
+beforeAll(async () => {
+  daemon = await startDaemon();
+});
+afterAll(async () => {
+  await daemon?.stop();
+});
+
+async function stats(peer: RawPeer): Promise<{ rollbacks: number; started: number; disposed: number }> {
+  const start = await peer.request('subagent/start', { provider: 'echo', prompt: prompt('stats'), parent });
+  const { runId } = start.result as { runId: string };
+  const result = (await peer.request('run/wait', { runId })).result as { output: Array<{ text: string }> };
+  return JSON.parse(result.output[0]!.text) as { rollbacks: number; started: number; disposed: number };
+}
+
+const code = (m: RpcMessage): string | undefined => m.error?.data?.code;
+
+describe('start checks, in the seam order', () => {
+  it('an unknown provider is NO_PROVIDER', async () => {
+    const peer = await RawPeer.initialized(daemon.socket);
+    const reply = await peer.request('subagent/start', { provider: 'nope', prompt: prompt('x'), parent });
+    expect(code(reply)).toBe('NO_PROVIDER');
+    peer.close();
+  });
+
+  it('the first missing capability fails, in order outputSchema, maxDepth, toolFilter, persona', async () => {
+    const peer = await RawPeer.initialized(daemon.socket);
+    const schema = { type: 'object', properties: {} };
+    const all = { outputSchema: schema, maxDepth: 2, toolFilter: { allow: ['a'] }, persona: 'p' };
+    const cases: Array<[Record<string, unknown>, string]> = [
+      [all, '/outputSchema'],
+      [{ ...all, outputSchema: undefined }, '/maxDepth'],
+      [{ toolFilter: { deny: ['a'] }, persona: 'p' }, '/toolFilter'],
+      [{ persona: 'p' }, '/persona'],
+    ];
+    const before = await stats(peer);
+    for (const [extra, field] of cases) {
+      const reply = await peer.request('subagent/start', { provider: 'bare', prompt: prompt('x'), parent, ...extra });
+      expect(code(reply)).toBe('UNSUPPORTED_CAPABILITY');
+      expect(reply.error?.data?.field).toBe(field);
+    }
+    // The provider was never called: nothing started beyond the two stats probes.
+    expect((await stats(peer)).started).toBe(before.started + 1);
+    peer.close();
+  });
+
+  it('capabilities are checked before the maxDepth value', async () => {
+    const peer = await RawPeer.initialized(daemon.socket);
+    const reply = await peer.request('subagent/start', { provider: 'bare', prompt: prompt('x'), parent, maxDepth: -1 });
+    expect(code(reply)).toBe('UNSUPPORTED_CAPABILITY');
+    peer.close();
+  });
+
+  it.each([[-1], [1.5], [Number.MAX_SAFE_INTEGER + 2]])('maxDepth %s is INVALID_REQUEST', async (maxDepth) => {
+    const peer = await RawPeer.initialized(daemon.socket);
+    const reply = await peer.request('subagent/start', { provider: 'echo', prompt: prompt('x'), parent, maxDepth });
+    expect(code(reply)).toBe('INVALID_REQUEST');
+    expect(reply.error?.data?.field).toBe('/maxDepth');
+    peer.close();
+  });
+
+  it('maxDepth -0 on the wire is INVALID_REQUEST', async () => {
+    const peer = await RawPeer.initialized(daemon.socket);
+    const body = `{"jsonrpc":"2.0","id":99,"method":"subagent/start","params":{"provider":"echo","prompt":[],"parent":{"sessionId":"p","cwd":"/tmp"},"maxDepth":-0}}`;
+    peer.writeRaw(`Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    const reply = await peer.waitFor((m) => m.id === 99);
+    expect(code(reply)).toBe('INVALID_REQUEST');
+    peer.close();
+  });
+
+  it('maxDepth value is checked before the schema subset', async () => {
+    const peer = await RawPeer.initialized(daemon.socket);
+    const reply = await peer.request('subagent/start', {
+      provider: 'echo',
+      prompt: prompt('x'),
+      parent,
+      maxDepth: 1.5,
+      outputSchema: { type: 'object', patternProperties: {} },
+    });
+    expect(reply.error?.data?.field).toBe('/maxDepth');
+    peer.close();
+  });
+
+  it.each([
+    [{ type: 'string' }, /root must be an object/],
+    [{ type: 'object', patternProperties: {} }, /patternProperties/],
+    [{ oneOf: [{ type: 'object' }] }, /two or more/],
+    [{ type: 'object', oneOf: [{ type: 'object' }, { type: 'object' }] }, /beside type/],
+    [{ type: 'object', additionalProperties: { type: 'string' } }, /boolean/],
+    [{ type: 'object', properties: { a: { type: ['string', 'null'] } } }, /one JSON type/],
+  ])('schema %j is UNSUPPORTED_SCHEMA', async (outputSchema, message) => {
+    const peer = await RawPeer.initialized(daemon.socket);
+    const reply = await peer.request('subagent/start', { provider: 'echo', prompt: prompt('x'), parent, outputSchema });
+    expect(code(reply)).toBe('UNSUPPORTED_SCHEMA');
+    expect(reply.error?.message).toMatch(message);
+    peer.close();
+  });
+
+  it('accepts the whole documented subset', async () => {
+    const peer = await RawPeer.initialized(daemon.socket);
+    const outputSchema = {
+      type: 'object',
+      title: 't',
+      description: 'd',
+      required: ['kind'],
+      additionalProperties: false,
+      properties: {
+        kind: { type: 'string', enum: ['a', 'b'], default: 'a', examples: ['a'] },
+        fixed: { const: 3 },
+        list: { type: 'array', items: { type: 'integer' } },
+        either: { oneOf: [{ type: 'string' }, { type: 'null' }] },
+      },
+    };
+    const reply = await peer.request('subagent/start', { provider: 'echo', prompt: prompt('x'), parent, outputSchema });
+    expect(reply.error).toBeUndefined();
+    peer.close();
+  });
+
+  it('child depth is 1 + max(stored, runtime) and maxDepth caps it with DEPTH_EXCEEDED', async () => {
+    const peer = await RawPeer.initialized(daemon.socket);
+    const ok = await peer.request('subagent/start', {
+      provider: 'echo',
+      prompt: prompt('depth'),
+      parent: { ...parent, delegationDepth: 1, subagentDepth: 2 },
+      maxDepth: 3,
+    });
+    const { runId } = ok.result as { runId: string };
+    const result = (await peer.request('run/wait', { runId })).result as { output: Array<{ text: string }> };
+    expect(result.output[0]!.text).toBe('3');
+    const over = await peer.request('subagent/start', {
+      provider: 'echo',
+      prompt: prompt('depth'),
+      parent: { ...parent, delegationDepth: 3 },
+      maxDepth: 3,
+    });
+    expect(over.error?.data).toMatchObject({ code: 'DEPTH_EXCEEDED', attemptedDepth: 4, maxDepth: 3 });
+    peer.close();
+  });
+
+  it.each([[{ delegationDepth: -1 }], [{ subagentDepth: 0.5 }], [{ delegationDepth: Number.MAX_SAFE_INTEGER }]])(
+    'a malformed or unrepresentable parent depth %j is INVALID_REQUEST, never read as 0',
+    async (depth) => {
+      const peer = await RawPeer.initialized(daemon.socket);
+      const reply = await peer.request('subagent/start', { provider: 'echo', prompt: prompt('x'), parent: { ...parent, ...depth } });
+      expect(code(reply)).toBe('INVALID_REQUEST');
+      peer.close();
+    },
+  );
+
+  it('a provider that fails to start is START_FAILED with its reason, and emits no lifecycle event', async () => {
+    const peer = await RawPeer.initialized(daemon.socket);
+    const reply = await peer.request('subagent/start', { provider: 'echo', prompt: prompt('fail-start'), parent });
+    expect(code(reply)).toBe('START_FAILED');
+    expect(reply.error?.message).toContain('fixture refused to start');
+    await new Promise((r) => setTimeout(r, 100));
+    expect(peer.notifications('subagent/start')).toHaveLength(0);
+    peer.close();
+  });
+});
+
+describe('lifecycle', () => {
+  it('subagent/start precedes the start reply and subagent/end, and carries the result', async () => {
+    const peer = await RawPeer.initialized(daemon.socket);
+    const reply = await peer.request('subagent/start', { provider: 'echo', prompt: prompt('echo hi'), parent });
+    const { runId } = reply.result as { runId: string };
+    const end = await peer.waitFor((m) => m.method === 'subagent/end');
+    const startIndex = peer.messages.findIndex((m) => m.method === 'subagent/start');
+    expect(startIndex).toBeGreaterThanOrEqual(0);
+    expect(startIndex).toBeLessThan(peer.messages.indexOf(reply));
+    expect(peer.messages.indexOf(reply)).toBeLessThan(peer.messages.indexOf(end));
+    expect(end.params).toMatchObject({
+      runId,
+      provider: 'echo',
+      stopReason: 'completed',
+      lastAssistantMessage: [{ type: 'text', text: 'echo hi' }],
+      result: { stopReason: 'completed', usage: { promptTokens: 1 } },
+    });
+    expect(runId).toMatch(/^run_[A-Za-z0-9_-]{24}$/);
+    peer.close();
+  });
+
+  it('events reach only the connection that started the run', async () => {
+    const a = await RawPeer.initialized(daemon.socket, 'a');
+    const b = await RawPeer.initialized(daemon.socket, 'b');
+    await a.request('subagent/start', { provider: 'echo', prompt: prompt('echo mine'), parent });
+    await a.waitFor((m) => m.method === 'subagent/end');
+    await b.request('providers/list', {});
+    expect(b.notifications('subagent/start')).toHaveLength(0);
+    expect(b.notifications('subagent/end')).toHaveLength(0);
+    a.close();
+    b.close();
+  });
+
+  it('an infrastructure fault ends with stopReason error and the fault, and run/wait rejects', async () => {
+    const peer = await RawPeer.initialized(daemon.socket);
+    const reply = await peer.request('subagent/start', { provider: 'echo', prompt: prompt('infra-fault'), parent });
+    const { runId } = reply.result as { runId: string };
+    const end = await peer.waitFor((m) => m.method === 'subagent/end');
+    expect(end.params).toMatchObject({ runId, stopReason: 'error', error: { message: 'the fixture lost its backend' } });
+    expect((await peer.request('run/wait', { runId })).error?.message).toContain('lost its backend');
+    peer.close();
+  });
+
+  it('streams run/event only when asked', async () => {
+    const peer = await RawPeer.initialized(daemon.socket);
+    await peer.request('subagent/start', { provider: 'echo', prompt: prompt('echo quiet'), parent });
+    await peer.request('subagent/start', { provider: 'echo', prompt: prompt('echo loud'), parent, stream: true });
+    await waitFor(() => peer.notifications('subagent/end').length === 2, 5000);
+    const events = peer.notifications('run/event');
+    expect(events.map((e) => (e.params as { event: { text: string } }).event.text)).toEqual(['echo loud']);
+    peer.close();
+  });
+});
+
+describe('ownership', () => {
+  it('another connection gets NOT_OWNER for every control of a run', async () => {
+    const owner = await RawPeer.initialized(daemon.socket, 'owner');
+    const other = await RawPeer.initialized(daemon.socket, 'other');
+    const reply = await owner.request('subagent/start', { provider: 'echo', prompt: prompt('hang'), parent });
+    const { runId } = reply.result as { runId: string };
+    for (const [method, extra] of [
+      ['run/cancel', {}],
+      ['run/dispose', {}],
+      ['run/wait', {}],
+      ['run/sendMessage', { content: prompt('x') }],
+      ['run/resume', { prompt: prompt('x') }],
+    ] as const) {
+      const denied = await other.request(method, { runId, ...extra });
+      expect(code(denied), method).toBe('NOT_OWNER');
+    }
+    const inspect = await other.request('run/inspect', { runId });
+    expect(inspect.result).toMatchObject({ run: { runId, mine: false, state: 'running' } });
+    await owner.request('run/cancel', { runId });
+    const end = await owner.waitFor((m) => m.method === 'subagent/end');
+    expect(end.params).toMatchObject({ stopReason: 'aborted' });
+    owner.close();
+    other.close();
+  });
+
+  it('a closed connection has its runs cancelled and disposed', async () => {
+    const observer = await RawPeer.initialized(daemon.socket, 'observer');
+    const before = await stats(observer);
+    const owner = await RawPeer.initialized(daemon.socket, 'owner');
+    const reply = await owner.request('subagent/start', { provider: 'echo', prompt: prompt('hang'), parent });
+    const { runId } = reply.result as { runId: string };
+    owner.close();
+    await waitFor(() => false, 0).catch(() => undefined);
+    let info: RpcMessage | undefined;
+    const deadline = Date.now() + 5000;
+    while (Date.now() < deadline) {
+      info = await observer.request('run/inspect', { runId });
+      if ((info.result as { run: { state: string } }).run.state === 'disposed') break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(info?.result).toMatchObject({ run: { state: 'disposed', stopReason: 'aborted' } });
+    expect((await stats(observer)).disposed).toBeGreaterThan(before.disposed);
+    observer.close();
+  });
+});
+
+describe('cancellation', () => {
+  it('$/cancelRequest before readiness rolls back and rejects with ABORTED', async () => {
+    const peer = await RawPeer.initialized(daemon.socket);
+    const before = await stats(peer);
+    peer.send({ jsonrpc: '2.0', id: 500, method: 'subagent/start', params: { provider: 'echo', prompt: prompt('slow-start 10000'), parent } });
+    await new Promise((r) => setTimeout(r, 100));
+    const t0 = Date.now();
+    peer.send({ jsonrpc: '2.0', method: '$/cancelRequest', params: { id: 500 } });
+    const reply = await peer.waitFor((m) => m.id === 500, 3000);
+    expect(Date.now() - t0).toBeLessThan(2000);
+    expect(reply.error).toMatchObject({ code: -32800, data: { code: 'ABORTED' } });
+    expect((await stats(peer)).rollbacks).toBe(before.rollbacks + 1);
+    expect(peer.notifications('subagent/start')).toHaveLength(2); // only the two stats probes'
+    peer.close();
+  });
+
+  it('a client that disconnects mid-start has the start rolled back', async () => {
+    const observer = await RawPeer.initialized(daemon.socket, 'observer');
+    const before = await stats(observer);
+    const peer = await RawPeer.initialized(daemon.socket);
+    peer.send({ jsonrpc: '2.0', id: 1, method: 'subagent/start', params: { provider: 'echo', prompt: prompt('slow-start 10000'), parent } });
+    await new Promise((r) => setTimeout(r, 100));
+    peer.close();
+    const deadline = Date.now() + 3000;
+    let now = before;
+    while (Date.now() < deadline && now.rollbacks === before.rollbacks) now = await stats(observer);
+    expect(now.rollbacks).toBe(before.rollbacks + 1);
+    observer.close();
+  });
+
+  it('run/cancel after readiness settles the run aborted; cancel and dispose are idempotent', async () => {
+    const peer = await RawPeer.initialized(daemon.socket);
+    const { runId } = (await peer.request('subagent/start', { provider: 'echo', prompt: prompt('hang'), parent })).result as { runId: string };
+    expect((await peer.request('run/cancel', { runId })).result).toEqual({});
+    const waited = await peer.request('run/wait', { runId });
+    expect(waited.result).toMatchObject({ stopReason: 'aborted' });
+    expect((await peer.request('run/cancel', { runId })).result).toEqual({});
+    expect((await peer.request('run/dispose', { runId })).result).toEqual({});
+    expect((await peer.request('run/dispose', { runId })).result).toEqual({});
+    expect(peer.notifications('subagent/end')).toHaveLength(1);
+    peer.close();
+  });
+});
+
+describe('runtime capabilities', () => {
+  it('sendMessage steers a running child; resume continues a settled one', async () => {
+    const peer = await RawPeer.initialized(daemon.socket);
+    const { runId } = (await peer.request('subagent/start', { provider: 'echo', prompt: prompt('steer'), parent })).result as { runId: string };
+    expect(code(await peer.request('run/resume', { runId, prompt: prompt('echo again') }))).toBe('RUN_STATE');
+    await peer.request('run/sendMessage', { runId, content: prompt('go left') });
+    expect((await peer.request('run/wait', { runId })).result).toMatchObject({ output: [{ text: 'go left' }] });
+    expect(code(await peer.request('run/sendMessage', { runId, content: prompt('late') }))).toBe('RUN_STATE');
+    const resumed = await peer.request('run/resume', { runId, prompt: prompt('echo again') });
+    const next = (resumed.result as { runId: string }).runId;
+    expect(next).not.toBe(runId);
+    expect((await peer.request('run/wait', { runId: next })).result).toMatchObject({ output: [{ text: 'echo again' }] });
+    peer.close();
+  });
+
+  it('a provider without them answers UNSUPPORTED_OPERATION', async () => {
+    const peer = await RawPeer.initialized(daemon.socket);
+    const { runId } = (await peer.request('subagent/start', { provider: 'bare', prompt: prompt('hang'), parent })).result as { runId: string };
+    expect(code(await peer.request('run/sendMessage', { runId, content: prompt('x') }))).toBe('UNSUPPORTED_OPERATION');
+    expect(code(await peer.request('run/resume', { runId, prompt: prompt('x') }))).toBe('UNSUPPORTED_OPERATION');
+    const list = await peer.request('providers/list', {});
+    expect(list.result).toMatchObject({ providers: [{ name: 'echo', runtime: { sendMessage: true, resume: true } }, { name: 'bare', runtime: { sendMessage: false, resume: false } }] });
+    peer.close();
+  });
+});
