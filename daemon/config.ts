@@ -42,6 +42,7 @@ export interface DaemonConfig {
   readonly persona?: string;
   readonly personaVars?: Record<string, string>;
   readonly maxSteps?: number;
+  readonly limits?: { readonly maxConcurrentRuns?: number; readonly maxRunsPerConnection?: number; readonly maxQueued?: number };
   /** Exit after this long with no connection and no live run (off by default). */
   readonly idleTimeoutMs?: number;
 }
@@ -99,6 +100,11 @@ const schema = {
       type: 'object',
       additionalProperties: false,
       properties: { write: { type: 'boolean' }, shell: { type: 'boolean' }, shellTimeoutMs: positiveInt },
+    },
+    limits: {
+      type: 'object',
+      additionalProperties: false,
+      properties: { maxConcurrentRuns: positiveInt, maxRunsPerConnection: positiveInt, maxQueued: { type: 'integer', minimum: 0 } },
     },
     persona: { type: 'string' },
     personaVars: stringMap,

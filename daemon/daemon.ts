@@ -13,6 +13,7 @@ import { createToken, tokenPathFor, writeTokenFile } from './auth-token.js';
 import { ClientConnection } from './client-connection.js';
 import type { DaemonProvider } from './provider.js';
 import { SubagentService } from './service/subagent-service.js';
+import { DEFAULT_ADMISSION_LIMITS, type AdmissionLimits } from './service/admission-queue.js';
 import { acquireStateLock } from './state-lock.js';
 import { listenUnix } from './transport/unix-socket.js';
 import { DAEMON_VERSION } from './version.js';
@@ -29,6 +30,8 @@ export interface DaemonOptions {
   readonly requireToken?: boolean;
   /** Most unsent notifications per connection before streamed progress is dropped. */
   readonly maxPendingNotifications?: number;
+  /** The shared concurrency budget (see admission-queue.ts). */
+  readonly admission?: Partial<AdmissionLimits>;
 }
 
 export interface Daemon {
@@ -50,7 +53,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
   const files = stateFiles(options.stateDir);
   const releaseLock = acquireStateLock(files.lock);
   const log = options.log ?? createLogger({ file: files.log });
-  const service = new SubagentService(log);
+  const service = new SubagentService(log, { ...DEFAULT_ADMISSION_LIMITS, ...options.admission });
   const startedAt = new Date();
   const identity: DaemonIdentity = {
     name: 'subagentd',
@@ -80,8 +83,19 @@ export function createDaemon(options: DaemonOptions): Daemon {
     runs: service.counts(),
     providers: service.registry.list(),
     shuttingDown: service.isShuttingDown,
+    admission: admissionStatus(),
     memory: { rss: process.memoryUsage.rss(), heapUsed: process.memoryUsage().heapUsed },
   });
+
+  const admissionStatus = (): StatusResult['admission'] => {
+    const { running, queued, byConnection } = service.admission.stats();
+    const named: StatusResult['admission']['byConnection'] = {};
+    for (const connection of connections) {
+      const share = byConnection[connection.id];
+      if (share) named[connection.id] = { ...share, client: connection.clientName };
+    }
+    return { running, queued, limits: service.admission.limits, byConnection: named };
+  };
 
   const serve = (input: Readable, output: Writable, destroy: () => void, connectionToken: string | undefined): ClientConnection => {
     const connection: ClientConnection = new ClientConnection(

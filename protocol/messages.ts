@@ -171,6 +171,13 @@ export interface StatusResult {
   readonly runs: Record<RunState, number>;
   readonly providers: string[];
   readonly shuttingDown: boolean;
+  /** The shared concurrency budget: live runs, queued starts, and each connection's share. */
+  readonly admission: {
+    readonly running: number;
+    readonly queued: number;
+    readonly limits: { readonly maxConcurrentRuns: number; readonly maxRunsPerConnection: number; readonly maxQueued: number };
+    readonly byConnection: Record<string, { readonly running: number; readonly queued: number; readonly client?: string }>;
+  };
   readonly memory: { readonly rss: number; readonly heapUsed: number };
 }
 export const StatusRequest = new RequestType<Record<string, never>, StatusResult, SubagentErrorData>('daemon/status');

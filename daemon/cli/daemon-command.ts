@@ -1,6 +1,7 @@
 /** `subagentd daemon [--stdio]`: run the daemon in the foreground until stopped. */
 import { mkdirSync } from 'node:fs';
 import { createBuiltinProviders } from '../builtin-providers.js';
+import { ConfigError } from '../config.js';
 import { createDaemon } from '../daemon.js';
 import { createLogger } from '../logger.js';
 import { stateFiles } from '../paths.js';
@@ -8,7 +9,12 @@ import { loadProviderModules } from '../provider-modules.js';
 import { commonSettings, parse } from './options.js';
 
 export async function daemonCommand(argv: string[]): Promise<number> {
-  const { values } = parse(argv, { stdio: { type: 'boolean' }, 'log-level': { type: 'string' } });
+  const { values } = parse(argv, {
+    stdio: { type: 'boolean' },
+    'log-level': { type: 'string' },
+    'max-runs': { type: 'string' },
+    'max-runs-per-connection': { type: 'string' },
+  });
   const settings = commonSettings(values);
   const stdio = values['stdio'] === true;
   mkdirSync(settings.stateDir, { recursive: true, mode: 0o700 });
@@ -26,6 +32,13 @@ export async function daemonCommand(argv: string[]): Promise<number> {
     providers,
     log,
     requireToken: settings.config.requireToken ?? true,
+    admission: {
+      ...settings.config.limits,
+      ...(values['max-runs'] !== undefined && { maxConcurrentRuns: positiveInt(values['max-runs'], '--max-runs') }),
+      ...(values['max-runs-per-connection'] !== undefined && {
+        maxRunsPerConnection: positiveInt(values['max-runs-per-connection'], '--max-runs-per-connection'),
+      }),
+    },
     ...(settings.config.maxFrameBytes !== undefined && { frameLimits: { maxFrameBytes: settings.config.maxFrameBytes } }),
   });
   const stop = (signal: string): void => {
@@ -43,4 +56,10 @@ export async function daemonCommand(argv: string[]): Promise<number> {
   }
   await daemon.whenClosed;
   return 0;
+}
+
+function positiveInt(value: string | boolean | undefined, flag: string): number {
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n < 1) throw new ConfigError(`${flag} must be a positive integer, got ${String(value)}`);
+  return n;
 }

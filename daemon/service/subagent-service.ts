@@ -26,6 +26,7 @@ import {
   type ToolCallResult,
 } from '../../protocol/index.js';
 import type { ProviderStartRequest, RunHost } from '../provider.js';
+import { AdmissionQueue, DEFAULT_ADMISSION_LIMITS, type AdmissionLimits, type Release } from './admission-queue.js';
 import { ProviderRegistry } from './provider-registry.js';
 import { checkStartRequest, childDepth } from './start-checks.js';
 
@@ -104,7 +105,14 @@ export class SubagentService {
   private disposedCount = 0;
   private shuttingDown = false;
 
-  constructor(private readonly log: Logger) {}
+  readonly admission: AdmissionQueue;
+
+  constructor(
+    private readonly log: Logger,
+    limits: AdmissionLimits = DEFAULT_ADMISSION_LIMITS,
+  ) {
+    this.admission = new AdmissionQueue(limits);
+  }
 
   get isShuttingDown(): boolean {
     return this.shuttingDown;
@@ -134,9 +142,12 @@ export class SubagentService {
     const host = new ServiceRunHost(runId, owner, params.stream === true, this.log.child({ runId, provider: provider.name }));
     this.starting.set(runId, { owner, abort: chain });
     let run: SubagentRun;
+    let release: Release | undefined;
     try {
+      release = await this.admission.acquire(owner.id, chain.signal);
       run = await provider.start(toProviderRequest(params, depth, chain.signal, host));
     } catch (error) {
+      release?.();
       throw this.startFailure(error, chain.signal, provider.name);
     } finally {
       cancel.removeEventListener('abort', onCancel);
@@ -145,13 +156,21 @@ export class SubagentService {
     if (chain.signal.aborted || !owner.open) {
       // Ready too late: the caller already gave up, so the run is never published.
       await run.dispose().catch((error: unknown) => this.log.warn({ err: error, runId }, 'dispose after late readiness failed'));
+      release();
       throw new SubagentError('ABORTED', 'start was cancelled before the child was ready');
     }
-    return this.publish(provider.name, run, owner, chain, host);
+    return this.publish(provider.name, run, owner, chain, host, release);
   }
 
   /** Publish a ready run: observe its result first, so even a settled child emits start before end. */
-  private publish(provider: string, run: SubagentRun, owner: RunOwner, chain: AbortController, host: ServiceRunHost): StartResult {
+  private publish(
+    provider: string,
+    run: SubagentRun,
+    owner: RunOwner,
+    chain: AbortController,
+    host: ServiceRunHost,
+    release: Release,
+  ): StartResult {
     const identity: SubagentStartEvent = { runId: host.runId, provider, id: run.id, local: run.localAgent !== undefined };
     let resolveSettled!: (result: SubagentResult) => void;
     let rejectSettled!: (error: unknown) => void;
@@ -172,7 +191,7 @@ export class SubagentService {
     };
     this.runs.set(record.runId, record);
     // setImmediate: the start response is queued on the connection before subagent/end can be.
-    run.result.then(
+    run.result.finally(release).then(
       (result) => setImmediate(() => this.settle(record, result, undefined, resolveSettled, rejectSettled)),
       (error: unknown) => setImmediate(() => this.settle(record, undefined, error, resolveSettled, rejectSettled)),
     );
@@ -284,11 +303,18 @@ export class SubagentService {
     if (!resume) throw new SubagentError('UNSUPPORTED_OPERATION', `provider "${record.provider}" does not support resume`);
     if (this.shuttingDown) throw new SubagentError('SHUTTING_DOWN', 'the daemon is shutting down and accepts no new runs');
     if (record.state !== 'settled') throw new SubagentError('RUN_STATE', `run ${runId} is ${record.state}; only a settled run can be resumed`);
-    const next = await resume.call(record.run, prompt);
+    const release = await this.admission.acquire(owner.id, new AbortController().signal);
+    let next: SubagentRun;
+    try {
+      next = await resume.call(record.run, prompt);
+    } catch (error) {
+      release();
+      throw error;
+    }
     // The provider keeps the chain's first host for its whole life: point it at the newest run.
     record.host.runId = mintRunId();
     record.host.stream = stream;
-    return this.publish(record.provider, next, owner, record.chain, record.host);
+    return this.publish(record.provider, next, owner, record.chain, record.host, release);
   }
 
   wait(runId: string, owner: RunOwner): Promise<SubagentResult> {

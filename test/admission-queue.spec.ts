@@ -1,0 +1,79 @@
+import { describe, expect, it } from 'vitest';
+import { SubagentError } from '../protocol/index.js';
+import { AdmissionQueue, type Release } from '../daemon/service/admission-queue.js';
+
+const never = new AbortController().signal;
+
+describe('AdmissionQueue', () => {
+  it('grants up to the global cap, then queues', async () => {
+    const q = new AdmissionQueue({ maxConcurrentRuns: 2, maxRunsPerConnection: 10, maxQueued: 10 });
+    const a = await q.acquire('a', never);
+    await q.acquire('a', never);
+    let third = false;
+    const pending = q.acquire('a', never).then((r) => ((third = true), r));
+    await Promise.resolve();
+    expect(third).toBe(false);
+    expect(q.stats()).toMatchObject({ running: 2, queued: 1 });
+    a();
+    await pending;
+    expect(third).toBe(true);
+  });
+
+  it('serves connections round-robin and each FIFO', async () => {
+    const q = new AdmissionQueue({ maxConcurrentRuns: 1, maxRunsPerConnection: 10, maxQueued: 100 });
+    let release = await q.acquire('hog', never);
+    const order: string[] = [];
+    const waits: Array<Promise<void>> = [];
+    const enqueue = (owner: string, tag: string): void => {
+      waits.push(q.acquire(owner, never).then((r: Release) => {
+        order.push(tag);
+        release = r;
+      }));
+    };
+    for (let i = 0; i < 4; i++) enqueue('hog', `hog${i}`);
+    enqueue('b', 'b0');
+    enqueue('c', 'c0');
+    enqueue('b', 'b1');
+    for (let i = 0; i < 7; i++) {
+      release();
+      await new Promise((r) => setImmediate(r));
+    }
+    await Promise.all(waits);
+    expect(order).toEqual(['hog0', 'b0', 'c0', 'hog1', 'b1', 'hog2', 'hog3']);
+  });
+
+  it('holds a connection to its own cap while others proceed', async () => {
+    const q = new AdmissionQueue({ maxConcurrentRuns: 10, maxRunsPerConnection: 1, maxQueued: 10 });
+    await q.acquire('a', never);
+    let aSecond = false;
+    void q.acquire('a', never).then(() => (aSecond = true));
+    await q.acquire('b', never);
+    await Promise.resolve();
+    expect(aSecond).toBe(false);
+    expect(q.stats().byConnection).toMatchObject({ a: { running: 1, queued: 1 }, b: { running: 1, queued: 0 } });
+  });
+
+  it('is OVERLOADED past the queue bound, naming the limits', async () => {
+    const q = new AdmissionQueue({ maxConcurrentRuns: 1, maxRunsPerConnection: 1, maxQueued: 1 });
+    await q.acquire('a', never);
+    void q.acquire('a', never);
+    const error = await q.acquire('b', never).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(SubagentError);
+    expect((error as SubagentError).code).toBe('OVERLOADED');
+    expect((error as SubagentError).message).toMatch(/maxConcurrentRuns 1.*maxQueued 1/);
+  });
+
+  it('a queued start honours its AbortSignal and frees its place', async () => {
+    const q = new AdmissionQueue({ maxConcurrentRuns: 1, maxRunsPerConnection: 1, maxQueued: 1 });
+    const release = await q.acquire('a', never);
+    const abort = new AbortController();
+    const waiting = q.acquire('b', abort.signal);
+    abort.abort();
+    await expect(waiting).rejects.toMatchObject({ code: 'ABORTED' });
+    expect(q.stats().queued).toBe(0);
+    release();
+    expect(q.stats().running).toBe(0);
+    release(); // idempotent
+    expect(q.stats().running).toBe(0);
+  });
+});
