@@ -1,0 +1,519 @@
+/**
+ * The `openai-compatible` model adapter: one model step = one streamed chat-completions request
+ * (DeepSeek, OpenAI, or any server speaking the same wire format), sent with the official
+ * `openai` SDK.
+ *
+ * What the adapter adds on top of the SDK:
+ * - its own retry policy (the SDK's is disabled): 429/500/502/503/504 and connection failures
+ *   are retried with capped exponential backoff, honouring `Retry-After`, but only while no
+ *   stream data has arrived; everything else fails at once;
+ * - two watchdogs: an idle timer re-armed only by parsed data chunks (SSE comments such as
+ *   `: keep-alive` never reach us through the SDK, so they cannot keep a stalled stream alive) and
+ *   a ceiling on the whole step, retries included;
+ * - conversion of the session log to chat messages, with DeepSeek's `reasoning_content` rule
+ *   delegated to `deepseek.ts`.
+ */
+import OpenAI from 'openai';
+import type {
+  ChatCompletionChunk,
+  ChatCompletionCreateParamsStreaming,
+  ChatCompletionMessageParam,
+} from 'openai/resources/chat/completions';
+import type { ContentBlock, SessionEvent, ToolCall, Usage } from '../../../protocol/index.js';
+import {
+  ModelError,
+  type ModelAdapter,
+  type ModelFinish,
+  type ModelStep,
+  type ModelStepRequest,
+} from './model-adapter.js';
+import { reasoningToSend } from './deepseek.js';
+
+export interface OpenAICompatibleOptions {
+  /** Base URL of the API, e.g. `https://api.deepseek.com` (the SDK appends `/chat/completions`). */
+  readonly baseUrl: string;
+  readonly apiKey: string;
+  /** Retries after the first attempt for retryable failures. Default 3. */
+  readonly maxRetries?: number;
+  /** First backoff delay; doubles per retry. Default 500 ms. */
+  readonly retryBaseDelayMs?: number;
+  /** Cap on any single backoff delay, `Retry-After` included. Default 20 s. */
+  readonly retryMaxDelayMs?: number;
+  /** Longest gap allowed between data chunks (and before the first). Default 60 s. */
+  readonly idleTimeoutMs?: number;
+  /** Ceiling on a whole step, retries and backoff included. Default 10 min. */
+  readonly stepTimeoutMs?: number;
+  /** `max_tokens` for each request; left to the server when unset. */
+  readonly maxTokens?: number;
+  /** Extra HTTP headers for every request. */
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+const RETRYABLE_STATUS: ReadonlySet<number> = new Set([429, 500, 502, 503, 504]);
+
+const DEFAULTS = {
+  maxRetries: 3,
+  retryBaseDelayMs: 500,
+  retryMaxDelayMs: 20_000,
+  idleTimeoutMs: 60_000,
+  stepTimeoutMs: 10 * 60_000,
+} as const;
+
+/** Sent in place of a tool result the log never recorded (e.g. a run interrupted mid-call). */
+export const MISSING_TOOL_RESULT = 'No result was recorded for this tool call (it was interrupted).';
+
+// ---------------------------------------------------------------------------------------------
+// Session events -> chat messages
+
+interface WireToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
+
+type WireUserPart = { type: 'text'; text: string } | { type: 'image_url'; image_url: { url: string } };
+
+/** The messages we send. `reasoning_content` is DeepSeek's extension, absent from the SDK types. */
+export type WireMessage =
+  | { role: 'system'; content: string }
+  | { role: 'user'; content: string | WireUserPart[] }
+  | { role: 'assistant'; content: string; tool_calls?: WireToolCall[]; reasoning_content?: string }
+  | { role: 'tool'; tool_call_id: string; content: string };
+
+function joinText(blocks: readonly ContentBlock[]): string {
+  return blocks
+    .filter((b): b is Extract<ContentBlock, { type: 'text' }> => b.type === 'text')
+    .map((b) => b.text)
+    .join('\n');
+}
+
+function userContent(blocks: readonly ContentBlock[]): string | WireUserPart[] {
+  if (!blocks.some((b) => b.type === 'image')) return joinText(blocks);
+  return blocks.map(
+    (b): WireUserPart =>
+      b.type === 'text'
+        ? { type: 'text', text: b.text }
+        : { type: 'image_url', image_url: { url: `data:${b.mimeType};base64,${b.data}` } },
+  );
+}
+
+/** Tool messages carry text only on the chat API: images become a short placeholder. */
+function toolContent(blocks: readonly ContentBlock[], isError: boolean): string {
+  const text = blocks
+    .map((b) => (b.type === 'text' ? b.text : `[image omitted: ${b.mimeType}]`))
+    .join('\n');
+  if (text !== '') return text;
+  return isError ? '(the tool failed without output)' : '(no output)';
+}
+
+/**
+ * Converts the session log to chat messages for `model`.
+ *
+ * Besides the one-to-one mapping, it keeps the request valid for strict servers: every assistant
+ * tool call is answered by a `tool` message before the next user or assistant message. A user or
+ * steering message logged while calls were outstanding is sent after their results; a call whose
+ * result was never logged gets `MISSING_TOOL_RESULT`; a result that answers no outstanding call
+ * is dropped (the API rejects such a message).
+ */
+export function toChatMessages(model: string, system: string, events: readonly SessionEvent[]): WireMessage[] {
+  const out: WireMessage[] = [];
+  if (system !== '') out.push({ role: 'system', content: system });
+
+  const pending = new Set<string>();
+  let deferred: WireMessage[] = [];
+  const flushDeferred = (): void => {
+    out.push(...deferred);
+    deferred = [];
+  };
+  const settle = (): void => {
+    for (const id of pending) out.push({ role: 'tool', tool_call_id: id, content: MISSING_TOOL_RESULT });
+    pending.clear();
+    flushDeferred();
+  };
+
+  for (const event of events) {
+    switch (event.type) {
+      case 'user/message':
+      case 'steering/message': {
+        const message: WireMessage = { role: 'user', content: userContent(event.content) };
+        if (pending.size > 0) deferred.push(message);
+        else out.push(message);
+        break;
+      }
+      case 'assistant/message': {
+        settle();
+        const calls = event.toolCalls ?? [];
+        const message: Extract<WireMessage, { role: 'assistant' }> = { role: 'assistant', content: joinText(event.content) };
+        if (calls.length > 0) {
+          message.tool_calls = calls.map((c) => ({
+            id: c.id,
+            type: 'function',
+            // An empty argument string is not JSON; servers that parse history reject it.
+            function: { name: c.name, arguments: c.arguments === '' ? '{}' : c.arguments },
+          }));
+          for (const c of calls) pending.add(c.id);
+        }
+        const reasoning = reasoningToSend(model, event);
+        if (reasoning !== undefined) message.reasoning_content = reasoning;
+        out.push(message);
+        break;
+      }
+      case 'tool/result': {
+        if (!pending.delete(event.callId)) break;
+        out.push({ role: 'tool', tool_call_id: event.callId, content: toolContent(event.content, event.isError) });
+        if (pending.size === 0) flushDeferred();
+        break;
+      }
+      case 'usage':
+      case 'turn/end':
+        break;
+    }
+  }
+  settle();
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Retry timing
+
+/**
+ * Milliseconds to wait according to a `Retry-After` header (delta-seconds or an HTTP date), or
+ * undefined when the header is absent or unreadable.
+ */
+export function parseRetryAfter(value: string | null | undefined, now: number = Date.now()): number | undefined {
+  if (value === null || value === undefined) return undefined;
+  const trimmed = value.trim();
+  if (trimmed === '') return undefined;
+  if (/^\d+(\.\d+)?$/.test(trimmed)) return Math.round(Number(trimmed) * 1000);
+  const at = Date.parse(trimmed);
+  if (Number.isNaN(at)) return undefined;
+  return Math.max(0, at - now);
+}
+
+/**
+ * Delay before retry number `retry` (0-based): the server's `Retry-After` if it gave one,
+ * otherwise exponential backoff with jitter in [half, full] of `base * 2^retry`; never above `cap`.
+ */
+export function retryDelayMs(
+  retry: number,
+  retryAfterMs: number | undefined,
+  baseMs: number,
+  capMs: number,
+  random: () => number = Math.random,
+): number {
+  if (retryAfterMs !== undefined) return Math.min(retryAfterMs, capMs);
+  const full = Math.min(capMs, baseMs * 2 ** retry);
+  return full / 2 + (random() * full) / 2;
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) {
+      reject(signal.reason);
+      return;
+    }
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Streaming
+
+type Delta = ChatCompletionChunk.Choice.Delta & { reasoning_content?: string | null };
+
+/** Usage as DeepSeek and OpenAI report it; the DeepSeek cache fields are extensions. */
+type WireUsage = NonNullable<ChatCompletionChunk['usage']> & {
+  prompt_cache_hit_tokens?: number | null;
+  prompt_cache_miss_tokens?: number | null;
+};
+
+function count(value: unknown): number | undefined {
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : undefined;
+}
+
+/** Maps a usage object to `Usage`. Cache hits/misses prefer DeepSeek's fields, then OpenAI's. */
+export function toUsage(usage: WireUsage): Usage {
+  const promptTokens = count(usage.prompt_tokens) ?? 0;
+  const cacheHitTokens =
+    count(usage.prompt_cache_hit_tokens) ?? count(usage.prompt_tokens_details?.cached_tokens) ?? 0;
+  const cacheMissTokens = count(usage.prompt_cache_miss_tokens) ?? Math.max(0, promptTokens - cacheHitTokens);
+  return {
+    promptTokens,
+    completionTokens: count(usage.completion_tokens) ?? 0,
+    cacheHitTokens,
+    cacheMissTokens,
+    reasoningTokens: count(usage.completion_tokens_details?.reasoning_tokens) ?? 0,
+  };
+}
+
+function toFinish(reason: string): ModelFinish {
+  switch (reason) {
+    case 'stop':
+    case 'tool_calls':
+    case 'length':
+    case 'content_filter':
+      return reason;
+    default:
+      return 'other';
+  }
+}
+
+interface ToolSlot {
+  id: string;
+  name: string;
+  args: string;
+}
+
+/** Assembles tool calls from deltas: keyed by `index`; a new `id` at a used index starts a new call. */
+class ToolCallAssembler {
+  private readonly slots: ToolSlot[] = [];
+  private readonly byIndex = new Map<number, ToolSlot>();
+
+  add(delta: ChatCompletionChunk.Choice.Delta.ToolCall): void {
+    const index = typeof delta.index === 'number' ? delta.index : 0;
+    let slot = this.byIndex.get(index);
+    if (slot === undefined || (delta.id && slot.id !== '' && delta.id !== slot.id)) {
+      slot = { id: '', name: '', args: '' };
+      this.slots.push(slot);
+      this.byIndex.set(index, slot);
+    }
+    if (delta.id && slot.id === '') slot.id = delta.id;
+    const fn = delta.function;
+    if (fn?.name) slot.name += fn.name;
+    if (fn?.arguments) slot.args += fn.arguments;
+  }
+
+  finish(): ToolCall[] {
+    return this.slots.map((slot, i) => {
+      if (slot.name === '') {
+        throw new ModelError('protocol', `tool call #${i} in the stream has no function name`);
+      }
+      return { id: slot.id !== '' ? slot.id : `call_${i}`, name: slot.name, arguments: slot.args };
+    });
+  }
+}
+
+interface AttemptState {
+  /** Set once the attempt has received a data chunk; from then on it is never retried. */
+  gotData: boolean;
+}
+
+async function streamOnce(
+  client: OpenAI,
+  body: ChatCompletionCreateParamsStreaming,
+  signal: AbortSignal,
+  state: AttemptState,
+  onChunk: () => void,
+  onDelta: ModelStepRequest['onDelta'],
+): Promise<ModelStep> {
+  const emit = (kind: 'text' | 'reasoning', text: string): void => {
+    if (onDelta === undefined) return;
+    try {
+      onDelta({ kind, text });
+    } catch {
+      // The contract says onDelta must not throw; a faulty listener must not break the step.
+    }
+  };
+
+  const stream = await client.chat.completions.create(body, { signal, maxRetries: 0 });
+  let text = '';
+  let reasoning = '';
+  let finishReason: string | undefined;
+  let usage: Usage | undefined;
+  const tools = new ToolCallAssembler();
+
+  for await (const chunk of stream) {
+    state.gotData = true;
+    onChunk();
+    if (typeof chunk !== 'object' || chunk === null) {
+      throw new ModelError('protocol', `stream chunk is not a JSON object: ${JSON.stringify(chunk)}`);
+    }
+    if (chunk.usage) usage = toUsage(chunk.usage);
+    const choices = Array.isArray(chunk.choices) ? chunk.choices : [];
+    const choice = choices.find((c) => c.index === 0) ?? choices[0];
+    if (choice === undefined) continue;
+    const delta = (choice.delta ?? {}) as Delta;
+    if (typeof delta.reasoning_content === 'string' && delta.reasoning_content !== '') {
+      reasoning += delta.reasoning_content;
+      emit('reasoning', delta.reasoning_content);
+    }
+    if (typeof delta.content === 'string' && delta.content !== '') {
+      text += delta.content;
+      emit('text', delta.content);
+    }
+    if (Array.isArray(delta.tool_calls)) {
+      for (const call of delta.tool_calls) tools.add(call);
+    }
+    if (typeof choice.finish_reason === 'string') finishReason = choice.finish_reason;
+  }
+
+  // The SDK ends the iteration quietly when the request is aborted: the reason is ours.
+  if (signal.aborted) throw signal.reason;
+  if (finishReason === undefined) {
+    throw new ModelError('protocol', 'the stream ended without a finish_reason');
+  }
+  const step: { -readonly [K in keyof ModelStep]: ModelStep[K] } = {
+    text,
+    toolCalls: tools.finish(),
+    finish: toFinish(finishReason),
+  };
+  if (reasoning !== '') step.reasoning = reasoning;
+  if (usage !== undefined) step.usage = usage;
+  return step;
+}
+
+/** The API's own error message when the body had one, else the SDK's description. */
+function apiMessage(err: InstanceType<typeof OpenAI.APIError>): string {
+  const body: unknown = err.error;
+  if (typeof body === 'object' && body !== null) {
+    const message = (body as { message?: unknown }).message;
+    if (typeof message === 'string' && message !== '') return message;
+  }
+  return err.message;
+}
+
+interface Classified {
+  readonly error: ModelError;
+  readonly retryable: boolean;
+  readonly retryAfterMs?: number | undefined;
+}
+
+function classify(err: unknown, state: AttemptState, baseUrl: string): Classified {
+  if (err instanceof ModelError) return { error: err, retryable: false };
+  if (err instanceof SyntaxError) {
+    return { error: new ModelError('protocol', `malformed stream chunk: ${err.message}`), retryable: false };
+  }
+  if (err instanceof OpenAI.APIConnectionError) {
+    const cause = err.cause instanceof Error ? `: ${err.cause.message}` : '';
+    return {
+      error: new ModelError('http', `cannot reach ${baseUrl}: ${err.message}${cause}`),
+      retryable: !state.gotData,
+    };
+  }
+  if (err instanceof OpenAI.APIError) {
+    const status = err.status;
+    if (typeof status !== 'number') {
+      // An error event inside an otherwise successful stream.
+      return { error: new ModelError('http', apiMessage(err)), retryable: false };
+    }
+    return {
+      error: new ModelError('http', apiMessage(err), status),
+      retryable: RETRYABLE_STATUS.has(status) && !state.gotData,
+      retryAfterMs: parseRetryAfter(err.headers?.get('retry-after')),
+    };
+  }
+  // A transport failure while reading the body (connection reset, undici "terminated", ...).
+  const detail = err instanceof Error ? err.message : String(err);
+  return { error: new ModelError('http', `the response stream failed: ${detail}`), retryable: !state.gotData };
+}
+
+function numberOption(name: string, value: number | undefined, fallback: number, allowZero = false): number {
+  if (value === undefined) return fallback;
+  if (!Number.isFinite(value) || value < 0 || (!allowZero && value === 0)) {
+    throw new ModelError('config', `${name} must be a ${allowZero ? 'non-negative' : 'positive'} number, got ${value}`);
+  }
+  return value;
+}
+
+export function createOpenAICompatibleAdapter(options: OpenAICompatibleOptions): ModelAdapter {
+  const maxRetries = Math.floor(numberOption('maxRetries', options.maxRetries, DEFAULTS.maxRetries, true));
+  const retryBaseDelayMs = numberOption('retryBaseDelayMs', options.retryBaseDelayMs, DEFAULTS.retryBaseDelayMs, true);
+  const retryMaxDelayMs = numberOption('retryMaxDelayMs', options.retryMaxDelayMs, DEFAULTS.retryMaxDelayMs, true);
+  const idleTimeoutMs = numberOption('idleTimeoutMs', options.idleTimeoutMs, DEFAULTS.idleTimeoutMs);
+  const stepTimeoutMs = numberOption('stepTimeoutMs', options.stepTimeoutMs, DEFAULTS.stepTimeoutMs);
+  if (options.baseUrl.trim() === '') throw new ModelError('config', 'baseUrl is empty');
+  if (options.apiKey === '') throw new ModelError('config', 'apiKey is empty (use any value for servers without auth)');
+
+  const client = new OpenAI({
+    apiKey: options.apiKey,
+    baseURL: options.baseUrl,
+    // Never pick up OpenAI account settings from the environment for a third-party server.
+    organization: null,
+    project: null,
+    adminAPIKey: null,
+    maxRetries: 0,
+    // The SDK's timeout only covers waiting for response headers; ours (which fire first) cover
+    // the stream too.
+    timeout: stepTimeoutMs + 1_000,
+    logLevel: 'off',
+    ...(options.headers !== undefined ? { defaultHeaders: { ...options.headers } } : {}),
+  });
+
+  async function step(request: ModelStepRequest): Promise<ModelStep> {
+    if (request.signal.aborted) throw new ModelError('aborted', 'the step was aborted before it started');
+
+    const messages: ChatCompletionMessageParam[] = toChatMessages(request.model, request.system, request.events);
+    const body: ChatCompletionCreateParamsStreaming = {
+      model: request.model,
+      messages,
+      stream: true,
+      stream_options: { include_usage: true },
+    };
+    if (request.tools.length > 0) {
+      body.tools = request.tools.map((t) => ({
+        type: 'function',
+        function: { name: t.name, description: t.description, parameters: { ...t.parameters } },
+      }));
+    }
+    if (options.maxTokens !== undefined) body.max_tokens = options.maxTokens;
+
+    // One controller per step: the caller's signal and both watchdogs abort it with a ModelError
+    // as the reason, and the first reason wins.
+    const controller = new AbortController();
+    const fail = (error: ModelError): void => {
+      if (!controller.signal.aborted) controller.abort(error);
+    };
+    const onCallerAbort = (): void => fail(new ModelError('aborted', 'the step was aborted by the caller'));
+    request.signal.addEventListener('abort', onCallerAbort, { once: true });
+    const stepTimer = setTimeout(
+      () => fail(new ModelError('step-timeout', `step-timeout: the step did not complete within stepTimeoutMs=${stepTimeoutMs} ms`)),
+      stepTimeoutMs,
+    );
+    let idleTimer: NodeJS.Timeout | undefined;
+    const disarmIdle = (): void => {
+      if (idleTimer !== undefined) clearTimeout(idleTimer);
+      idleTimer = undefined;
+    };
+    const armIdle = (): void => {
+      disarmIdle();
+      idleTimer = setTimeout(
+        () => fail(new ModelError('idle-timeout', `idle-timeout: no data from the model for idleTimeoutMs=${idleTimeoutMs} ms`)),
+        idleTimeoutMs,
+      );
+    };
+
+    try {
+      for (let retry = 0; ; retry++) {
+        const state: AttemptState = { gotData: false };
+        try {
+          armIdle();
+          return await streamOnce(client, body, controller.signal, state, armIdle, request.onDelta);
+        } catch (err) {
+          disarmIdle();
+          if (controller.signal.aborted) throw controller.signal.reason;
+          const classified = classify(err, state, options.baseUrl);
+          if (!classified.retryable || retry >= maxRetries) throw classified.error;
+          await sleep(retryDelayMs(retry, classified.retryAfterMs, retryBaseDelayMs, retryMaxDelayMs), controller.signal);
+        }
+      }
+    } catch (err) {
+      // Release the connection on every failure path (a no-op when already aborted).
+      controller.abort();
+      throw err;
+    } finally {
+      clearTimeout(stepTimer);
+      disarmIdle();
+      request.signal.removeEventListener('abort', onCallerAbort);
+    }
+  }
+
+  return { name: 'openai-compatible', step };
+}
