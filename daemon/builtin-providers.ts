@@ -1,8 +1,27 @@
 /** The providers every daemon registers: spawn and fork (in-process), and each ACP agent in the config. */
 import type { Logger } from 'pino';
+import { createModelResolver } from './agent/model/model-resolver.js';
 import type { DaemonConfig } from './config.js';
+import { stateFiles } from './paths.js';
 import type { DaemonProvider } from './provider.js';
+import { createAcpProvider } from './providers/acp/index.js';
+import { createForkProvider, createSpawnProvider, type InProcessProviderOptions } from './providers/in-process/index.js';
 
-export function createBuiltinProviders(_config: DaemonConfig, _stateDir: string, _log: Logger): DaemonProvider[] {
-  return [];
+export function createBuiltinProviders(
+  config: DaemonConfig,
+  stateDir: string,
+  log: Logger,
+  env: NodeJS.ProcessEnv = process.env,
+): DaemonProvider[] {
+  const inProcess: InProcessProviderOptions = {
+    sessionsDir: stateFiles(stateDir).sessions,
+    resolveModel: createModelResolver(config.model, env),
+    policy: { write: config.tools?.write ?? false, shell: config.tools?.shell ?? false, ...(config.tools?.shellTimeoutMs !== undefined && { shellTimeoutMs: config.tools.shellTimeoutMs }) },
+    log,
+    ...(config.persona !== undefined && { defaultPersona: config.persona }),
+    ...(config.personaVars !== undefined && { personaVars: config.personaVars }),
+    ...(config.maxSteps !== undefined && { maxSteps: config.maxSteps }),
+  };
+  const acp = (config.providers ?? []).map((entry) => createAcpProvider(entry, { log: log.child({ provider: entry.name }) }));
+  return [createSpawnProvider(inProcess), createForkProvider(inProcess), ...acp];
 }

@@ -16,6 +16,7 @@ export interface AcpProviderEntry {
   readonly permission?: 'allow' | 'deny' | 'ask';
   readonly fileAccess?: { read: boolean; write: boolean };
   readonly initializeTimeoutMs?: number;
+  readonly disposeGraceMs?: { stdin: number; term: number };
 }
 
 export interface DaemonConfig {
@@ -81,6 +82,12 @@ const schema = {
             properties: { read: { type: 'boolean' }, write: { type: 'boolean' } },
           },
           initializeTimeoutMs: positiveInt,
+          disposeGraceMs: {
+            type: 'object',
+            additionalProperties: false,
+            required: ['stdin', 'term'],
+            properties: { stdin: { type: 'integer', minimum: 0 }, term: { type: 'integer', minimum: 0 } },
+          },
         },
       },
     },

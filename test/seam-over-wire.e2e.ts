@@ -334,7 +334,7 @@ describe('runtime capabilities', () => {
     expect(code(await peer.request('run/sendMessage', { runId, content: prompt('x') }))).toBe('UNSUPPORTED_OPERATION');
     expect(code(await peer.request('run/resume', { runId, prompt: prompt('x') }))).toBe('UNSUPPORTED_OPERATION');
     const list = await peer.request('providers/list', {});
-    expect(list.result).toMatchObject({ providers: [{ name: 'echo', runtime: { sendMessage: true, resume: true } }, { name: 'bare', runtime: { sendMessage: false, resume: false } }] });
+    expect(list.result).toMatchObject({ providers: [{ name: 'spawn' }, { name: 'fork' }, { name: 'echo', runtime: { sendMessage: true, resume: true } }, { name: 'bare', runtime: { sendMessage: false, resume: false } }] });
     peer.close();
   });
 });

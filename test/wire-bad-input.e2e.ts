@@ -155,7 +155,7 @@ describe('the handshake', () => {
     const result = reply.result as { daemon: { pid: number; epoch: string }; providers: Array<{ name: string }> };
     expect(result.daemon.pid).toBe(daemon.proc.pid);
     expect(result.daemon.epoch).toMatch(/^[A-Za-z0-9_-]{16}$/);
-    expect(result.providers.map((p) => p.name)).toEqual(['echo', 'bare']);
+    expect(result.providers.map((p) => p.name)).toEqual(['spawn', 'fork', 'echo', 'bare']);
     peer.close();
   });
 });
