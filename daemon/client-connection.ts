@@ -15,6 +15,7 @@ import {
   type RequestType,
 } from 'vscode-jsonrpc/node';
 import {
+  AttachRequest,
   CancelRequest,
   DisposeRequest,
   EndNotification,
@@ -219,6 +220,7 @@ export class ClientConnection implements RunOwner {
     this.handle(SendMessageRequest, ({ runId, content }) => (service.sendMessage(runId, this, content), {}));
     this.handle(ResumeRequest, ({ runId, prompt, stream }) => service.resume(runId, this, prompt, stream === true));
     this.handle(WaitRequest, ({ runId }) => service.wait(runId, this));
+    this.handle(AttachRequest, ({ runId, runToken }) => service.attach(runId, runToken, this));
     this.handle(RunsListRequest, (filter) => ({ runs: service.list(this, filter) }));
     this.handle(InspectRequest, ({ runId }) => service.inspect(runId, this));
     this.handle(StatusRequest, () => this.ctx.status());

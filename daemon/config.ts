@@ -44,6 +44,8 @@ export interface DaemonConfig {
   readonly personaVars?: Record<string, string>;
   readonly maxSteps?: number;
   readonly limits?: { readonly maxConcurrentRuns?: number; readonly maxRunsPerConnection?: number; readonly maxQueued?: number };
+  /** How long a disconnected client's runs wait to be re-attached before they are cancelled (default 60 s). */
+  readonly detachGraceMs?: number;
   /** Exit after this long with no connection and no live run (off by default). */
   readonly idleTimeoutMs?: number;
 }
@@ -117,6 +119,7 @@ const schema = {
     personaVars: stringMap,
     maxSteps: positiveInt,
     idleTimeoutMs: positiveInt,
+    detachGraceMs: { type: 'integer', minimum: 0 },
   },
 };
 

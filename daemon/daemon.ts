@@ -15,6 +15,7 @@ import type { DaemonProvider } from './provider.js';
 import { SubagentService } from './service/subagent-service.js';
 import { DEFAULT_ADMISSION_LIMITS, type AdmissionLimits } from './service/admission-queue.js';
 import { acquireStateLock } from './state-lock.js';
+import { RunIndex } from './store/run-index.js';
 import { listenUnix } from './transport/unix-socket.js';
 import { DAEMON_VERSION } from './version.js';
 import { createLogger } from './logger.js';
@@ -30,6 +31,8 @@ export interface DaemonOptions {
   readonly requireToken?: boolean;
   /** Most unsent notifications per connection before streamed progress is dropped. */
   readonly maxPendingNotifications?: number;
+  /** How long a disconnected client's runs wait to be re-attached (default 60 s). */
+  readonly detachGraceMs?: number;
   /** The shared concurrency budget (see admission-queue.ts). */
   readonly admission?: Partial<AdmissionLimits>;
 }
@@ -53,7 +56,6 @@ export function createDaemon(options: DaemonOptions): Daemon {
   const files = stateFiles(options.stateDir);
   const releaseLock = acquireStateLock(files.lock);
   const log = options.log ?? createLogger({ file: files.log });
-  const service = new SubagentService(log, { ...DEFAULT_ADMISSION_LIMITS, ...options.admission });
   const startedAt = new Date();
   const identity: DaemonIdentity = {
     name: 'subagentd',
@@ -62,6 +64,18 @@ export function createDaemon(options: DaemonOptions): Daemon {
     startedAt: startedAt.toISOString(),
     epoch: randomBytes(12).toString('base64url'),
   };
+  const index = new RunIndex(files.runIndex);
+  if (index.problems.tornTail) log.warn({ file: files.runIndex }, 'run index: torn last line (a crash mid-write) ignored');
+  for (const problem of index.problems.corrupt) {
+    log.error({ file: files.runIndex, line: problem.line, reason: problem.reason }, 'run index: corrupt line kept aside in a .corrupt copy');
+  }
+  const service = new SubagentService(log, {
+    admission: { ...DEFAULT_ADMISSION_LIMITS, ...options.admission },
+    index,
+    epoch: identity.epoch,
+    ...(options.detachGraceMs !== undefined && { detachGraceMs: options.detachGraceMs }),
+  });
+  for (const run of service.markInterrupted()) log.warn({ runId: run.runId, deadPid: run.daemonPid }, 'run interrupted by a previous daemon\'s death');
   const limits: FrameLimits = { ...DEFAULT_FRAME_LIMITS, ...options.frameLimits };
   const connections = new Set<ClientConnection>();
   const listeners: Array<{ close(): Promise<void>; tokenPath: string }> = [];

@@ -18,5 +18,6 @@ export function defaultStateDir(env: NodeJS.ProcessEnv = process.env): string {
 export const stateFiles = (stateDir: string) => ({
   log: join(stateDir, 'daemon.log'),
   lock: join(stateDir, 'daemon.lock'),
+  runIndex: join(stateDir, 'runs.jsonl'),
   sessions: join(stateDir, 'sessions'),
 });

@@ -6,6 +6,8 @@
  */
 import type { Logger } from 'pino';
 import type {
+  ContentBlock,
+  SubagentRun,
   ClientToolDeclaration,
   ParentRef,
   PermissionParams,
@@ -40,9 +42,18 @@ export interface ProviderStartRequest extends SubagentStartRequestBase {
   readonly host: RunHost;
 }
 
+/**
+ * A run as the daemon holds it: the seam's run, whose `resume` also takes the continuation's own
+ * cancellation signal (the start's signal is spent once a run was cancelled).
+ */
+export interface DaemonRun extends Omit<SubagentRun, 'resume'> {
+  resume?(content: ContentBlock[], options?: { signal?: AbortSignal }): Promise<DaemonRun>;
+}
+
 /** A provider the daemon can host. `runtime` advertises which optional run methods exist. */
-export interface DaemonProvider extends SubagentProvider<ProviderStartRequest> {
+export interface DaemonProvider extends Omit<SubagentProvider<ProviderStartRequest>, 'start'> {
   readonly runtime: ProviderDescriptor['runtime'];
+  start(request: ProviderStartRequest): Promise<DaemonRun>;
 }
 
 export function describeProvider(provider: DaemonProvider): ProviderDescriptor {

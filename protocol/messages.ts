@@ -107,7 +107,13 @@ export interface StartParams {
   /** Ask for streamed `run/event` notifications. */
   readonly stream?: boolean;
 }
-export interface StartResult extends SubagentStartEvent {}
+export interface StartResult extends SubagentStartEvent {
+  /**
+   * Secret proof of ownership, known only to the starter: `run/attach` with it re-attaches the
+   * run from another connection (after a reconnect, or after the daemon restarted).
+   */
+  readonly runToken: string;
+}
 export const StartRequest = new RequestType<StartParams, StartResult, SubagentErrorData>('subagent/start');
 
 export interface RunParams {
@@ -152,6 +158,16 @@ export interface RunsListResult {
   readonly runs: RunInfo[];
 }
 export const RunsListRequest = new RequestType<RunsListParams, RunsListResult, SubagentErrorData>('runs/list');
+
+export interface AttachParams extends RunParams {
+  readonly runToken: string;
+}
+export interface AttachResult {
+  readonly run: RunInfo;
+  /** Present once the run has settled. */
+  readonly result?: SubagentResult;
+}
+export const AttachRequest = new RequestType<AttachParams, AttachResult, SubagentErrorData>('run/attach');
 
 export interface InspectResult {
   readonly run: RunInfo;

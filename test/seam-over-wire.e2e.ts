@@ -11,7 +11,7 @@ const prompt = (text: string) => [{ type: 'text', text }];
 let daemon: DaemonProcess;
 
 beforeAll(async () => {
-  daemon = await startDaemon();
+  daemon = await startDaemon({ detachGraceMs: 0 });
 });
 afterAll(async () => {
   await daemon?.stop();

@@ -32,6 +32,7 @@ export async function daemonCommand(argv: string[]): Promise<number> {
     providers,
     log,
     requireToken: settings.config.requireToken ?? true,
+    ...(settings.config.detachGraceMs !== undefined && { detachGraceMs: settings.config.detachGraceMs }),
     admission: {
       ...settings.config.limits,
       ...(values['max-runs'] !== undefined && { maxConcurrentRuns: positiveInt(values['max-runs'], '--max-runs') }),

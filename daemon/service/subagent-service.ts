@@ -1,11 +1,15 @@
 /**
  * The seam behind the wire: validates starts, runs providers, owns the run table, routes
- * lifecycle events to the connection that started each run, and enforces ownership.
+ * lifecycle events to the connection that owns each run, and enforces ownership. Ownership is
+ * proven by a run token handed to the starter: a connection that goes away leaves its runs
+ * detached for a grace period, during which the token re-attaches them; the run index keeps what
+ * a restarted daemon needs to answer for runs it did not run itself.
  */
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Logger } from 'pino';
 import {
   SubagentError,
+  type AttachResult,
   type ContentBlock,
   type EndParams,
   type InspectResult,
@@ -20,12 +24,12 @@ import {
   type StartParams,
   type StartResult,
   type SubagentResult,
-  type SubagentRun,
   type SubagentStartEvent,
   type ToolCallParams,
   type ToolCallResult,
 } from '../../protocol/index.js';
-import type { ProviderStartRequest, RunHost } from '../provider.js';
+import type { DaemonRun, ProviderStartRequest, RunHost } from '../provider.js';
+import type { IndexedRun, RunIndex } from '../store/run-index.js';
 import { AdmissionQueue, DEFAULT_ADMISSION_LIMITS, type AdmissionLimits, type Release } from './admission-queue.js';
 import { ProviderRegistry } from './provider-registry.js';
 import { checkStartRequest, childDepth } from './start-checks.js';
@@ -41,46 +45,70 @@ export interface RunOwner {
   askPermission(params: PermissionParams, signal: AbortSignal): Promise<PermissionResult>;
 }
 
+/** Stands in for a connection that went away: nothing is delivered, tools fail, prompts are cancelled. */
+const DETACHED: RunOwner = {
+  id: 'detached',
+  open: false,
+  notifyStart: () => undefined,
+  notifyEnd: () => undefined,
+  notifyRunEvent: () => undefined,
+  callTool: () => Promise.reject(new Error('the client that hosts this tool has disconnected')),
+  askPermission: () => Promise.resolve({ outcome: 'cancelled' }),
+};
+
 export type LifecycleListener = (
   event: { kind: 'start'; payload: SubagentStartEvent } | { kind: 'end'; payload: EndParams },
 ) => void | Promise<void>;
+
+export interface ServiceOptions {
+  readonly admission?: AdmissionLimits;
+  /** How long a disconnected client's runs wait for it to re-attach before they are cancelled. */
+  readonly detachGraceMs?: number;
+  readonly index?: RunIndex;
+  readonly epoch?: string;
+}
 
 interface RunRecord {
   readonly runId: string;
   readonly provider: string;
   readonly id: string;
   readonly local: boolean;
-  readonly owner: RunOwner;
-  readonly run: SubagentRun;
-  /** Shared by a run and its resumptions: aborting it cancels whichever turn is live. */
-  readonly chain: AbortController;
-  readonly host: ServiceRunHost;
+  owner: RunOwner;
+  readonly tokenHash: string;
+  /** Undefined for a run known only from the index (a previous daemon ran it). */
+  readonly run: DaemonRun | undefined;
+  /** Cancels this run (and, before readiness, its start). */
+  readonly abort: AbortController;
+  readonly host: ServiceRunHost | undefined;
   readonly startedAt: string;
   state: RunState;
   settledAt?: string;
   result?: SubagentResult;
   readonly settled: Promise<SubagentResult>;
   disposing?: Promise<void>;
+  graceTimer?: NodeJS.Timeout;
 }
 
-/** How many disposed runs stay answerable to run/wait and run/inspect. */
+/** How many disposed runs stay answerable in memory to run/wait and run/inspect. */
 const DISPOSED_RETENTION = 1000;
 
-/** Unguessable run ids: 144 random bits. */
+/** Unguessable run ids and tokens: 144 and 192 random bits. */
 export function mintRunId(): string {
   return `run_${randomBytes(18).toString('base64url')}`;
 }
+const mintToken = (): string => randomBytes(24).toString('base64url');
+const hashToken = (token: string): string => createHash('sha256').update(token).digest('hex');
+function tokenMatches(token: string, hash: string): boolean {
+  return timingSafeEqual(Buffer.from(hashToken(token), 'hex'), Buffer.from(hash, 'hex'));
+}
 
 class ServiceRunHost implements RunHost {
-  runId: string;
   constructor(
-    runId: string,
-    private readonly owner: RunOwner,
+    public runId: string,
+    public owner: RunOwner,
     public stream: boolean,
     readonly log: Logger,
-  ) {
-    this.runId = runId;
-  }
+  ) {}
 
   callTool(call: { callId: string; name: string; arguments: unknown }, signal: AbortSignal): Promise<ToolCallResult> {
     if (!this.owner.open) return Promise.reject(new Error('the client that hosts this tool has disconnected'));
@@ -99,19 +127,24 @@ class ServiceRunHost implements RunHost {
 
 export class SubagentService {
   readonly registry = new ProviderRegistry();
+  readonly admission: AdmissionQueue;
   private readonly runs = new Map<string, RunRecord>();
   private readonly starting = new Map<string, { owner: RunOwner; abort: AbortController }>();
   private readonly listeners = new Set<LifecycleListener>();
+  private readonly detachGraceMs: number;
+  private readonly index: RunIndex | undefined;
+  private readonly epoch: string;
   private disposedCount = 0;
   private shuttingDown = false;
 
-  readonly admission: AdmissionQueue;
-
   constructor(
     private readonly log: Logger,
-    limits: AdmissionLimits = DEFAULT_ADMISSION_LIMITS,
+    options: ServiceOptions = {},
   ) {
-    this.admission = new AdmissionQueue(limits);
+    this.admission = new AdmissionQueue(options.admission ?? DEFAULT_ADMISSION_LIMITS);
+    this.detachGraceMs = options.detachGraceMs ?? 60_000;
+    this.index = options.index;
+    this.epoch = options.epoch ?? randomBytes(12).toString('base64url');
   }
 
   get isShuttingDown(): boolean {
@@ -122,6 +155,25 @@ export class SubagentService {
   onLifecycle(listener: LifecycleListener): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
+  }
+
+  /**
+   * Runs a previous daemon left unsettled died with it: record them as settled `error` with a
+   * reason, so their owners learn it via run/wait and ops never see them as running.
+   */
+  markInterrupted(): IndexedRun[] {
+    if (!this.index) return [];
+    const interrupted: IndexedRun[] = [];
+    for (const run of this.index.all()) {
+      if (run.daemonEpoch === this.epoch || (run.state !== 'running' && run.state !== 'starting')) continue;
+      const result: SubagentResult = {
+        output: [],
+        stopReason: 'error',
+        diagnostic: `interrupted: the daemon that ran this child (pid ${run.daemonPid}) stopped before it settled; its session log is intact up to the last flushed turn`,
+      };
+      interrupted.push(this.index.update(run.runId, { state: 'settled', result, settledAt: new Date().toISOString() })!);
+    }
+    return interrupted;
   }
 
   async start(params: StartParams, owner: RunOwner, cancel: AbortSignal): Promise<StartResult> {
@@ -135,43 +187,45 @@ export class SubagentService {
     checkStartRequest(provider, params);
     const depth = childDepth(params.parent, params.maxDepth);
     const runId = mintRunId();
-    const chain = new AbortController();
-    const onCancel = (): void => chain.abort(new SubagentError('ABORTED', 'start was cancelled before the child was ready'));
+    const abort = new AbortController();
+    const onCancel = (): void => abort.abort(new SubagentError('ABORTED', 'start was cancelled before the child was ready'));
     if (cancel.aborted) onCancel();
     cancel.addEventListener('abort', onCancel, { once: true });
     const host = new ServiceRunHost(runId, owner, params.stream === true, this.log.child({ runId, provider: provider.name }));
-    this.starting.set(runId, { owner, abort: chain });
-    let run: SubagentRun;
+    this.starting.set(runId, { owner, abort });
+    let run: DaemonRun;
     let release: Release | undefined;
     try {
-      release = await this.admission.acquire(owner.id, chain.signal);
-      run = await provider.start(toProviderRequest(params, depth, chain.signal, host));
+      release = await this.admission.acquire(owner.id, abort.signal);
+      run = await provider.start(toProviderRequest(params, depth, abort.signal, host));
     } catch (error) {
       release?.();
-      throw this.startFailure(error, chain.signal, provider.name);
+      throw this.startFailure(error, abort.signal, provider.name);
     } finally {
       cancel.removeEventListener('abort', onCancel);
       this.starting.delete(runId);
     }
-    if (chain.signal.aborted || !owner.open) {
+    if (abort.signal.aborted || !owner.open) {
       // Ready too late: the caller already gave up, so the run is never published.
       await run.dispose().catch((error: unknown) => this.log.warn({ err: error, runId }, 'dispose after late readiness failed'));
       release();
       throw new SubagentError('ABORTED', 'start was cancelled before the child was ready');
     }
-    return this.publish(provider.name, run, owner, chain, host, release);
+    return this.publish(provider.name, run, owner, abort, host, release);
   }
 
   /** Publish a ready run: observe its result first, so even a settled child emits start before end. */
   private publish(
     provider: string,
-    run: SubagentRun,
+    run: DaemonRun,
     owner: RunOwner,
-    chain: AbortController,
+    abort: AbortController,
     host: ServiceRunHost,
     release: Release,
+    resumedFrom?: string,
   ): StartResult {
     const identity: SubagentStartEvent = { runId: host.runId, provider, id: run.id, local: run.localAgent !== undefined };
+    const runToken = mintToken();
     let resolveSettled!: (result: SubagentResult) => void;
     let rejectSettled!: (error: unknown) => void;
     const settled = new Promise<SubagentResult>((resolve, reject) => {
@@ -182,21 +236,33 @@ export class SubagentService {
     const record: RunRecord = {
       ...identity,
       owner,
+      tokenHash: hashToken(runToken),
       run,
-      chain,
+      abort,
       host,
       startedAt: new Date().toISOString(),
       state: 'running',
       settled,
     };
     this.runs.set(record.runId, record);
+    this.index?.put({
+      runId: record.runId,
+      id: record.id,
+      provider,
+      tokenHash: record.tokenHash,
+      state: 'running',
+      startedAt: record.startedAt,
+      daemonEpoch: this.epoch,
+      daemonPid: process.pid,
+      ...(resumedFrom !== undefined && { resumedFrom }),
+    });
     // setImmediate: the start response is queued on the connection before subagent/end can be.
     run.result.finally(release).then(
       (result) => setImmediate(() => this.settle(record, result, undefined, resolveSettled, rejectSettled)),
       (error: unknown) => setImmediate(() => this.settle(record, undefined, error, resolveSettled, rejectSettled)),
     );
     this.emit(record, { kind: 'start', payload: identity });
-    return identity;
+    return { ...identity, runToken };
   }
 
   private settle(
@@ -212,6 +278,7 @@ export class SubagentService {
     if (result) {
       record.result = result;
       resolve(result);
+      this.index?.update(record.runId, { state: record.state, settledAt: record.settledAt, result });
       const last = result.output.length > 0 ? { lastAssistantMessage: result.output } : {};
       const usage = result.usage ? { usage: result.usage } : {};
       this.emit(record, { kind: 'end', payload: { ...base, stopReason: result.stopReason, ...last, ...usage, result } });
@@ -219,13 +286,16 @@ export class SubagentService {
       const message = error instanceof Error ? error.message : String(error);
       this.log.error({ err: error, runId: record.runId }, 'run failed with an infrastructure fault');
       reject(error instanceof Error ? error : new Error(message));
+      const failure: SubagentResult = { output: [], stopReason: 'error', diagnostic: `infrastructure fault: ${message}` };
+      this.index?.update(record.runId, { state: record.state, settledAt: record.settledAt, result: failure });
       this.emit(record, { kind: 'end', payload: { ...base, stopReason: 'error', error: { message } } });
     }
   }
 
   private emit(record: RunRecord, event: Parameters<LifecycleListener>[0]): void {
+    const owner = record.owner;
     const deliveries: Array<() => void | Promise<void>> = [
-      () => (event.kind === 'start' ? record.owner.notifyStart(event.payload) : record.owner.notifyEnd(event.payload)),
+      () => (event.kind === 'start' ? owner.notifyStart(event.payload) : owner.notifyEnd(event.payload)),
       ...[...this.listeners].map((listener) => () => listener(event)),
     ];
     for (const deliver of deliveries) {
@@ -250,14 +320,19 @@ export class SubagentService {
   /** A run the asking connection owns; UNKNOWN_RUN or NOT_OWNER otherwise. */
   private owned(runId: string, owner: RunOwner): RunRecord {
     const record = this.runs.get(runId);
-    if (!record) throw new SubagentError('UNKNOWN_RUN', `no run with id ${runId}`, { field: '/runId' });
+    if (!record) {
+      const known = this.index?.get(runId) !== undefined;
+      throw known
+        ? new SubagentError('NOT_OWNER', `run ${runId} was started before this daemon restarted: run/attach with its token first`, { field: '/runId' })
+        : new SubagentError('UNKNOWN_RUN', `no run with id ${runId}`, { field: '/runId' });
+    }
     if (record.owner !== owner) throw new SubagentError('NOT_OWNER', `run ${runId} belongs to another connection`, { field: '/runId' });
     return record;
   }
 
   cancel(runId: string, owner: RunOwner): void {
     const record = this.owned(runId, owner);
-    if (record.state === 'running') record.chain.abort(new SubagentError('ABORTED', 'the run was cancelled'));
+    if (record.state === 'running') record.abort.abort(new SubagentError('ABORTED', 'the run was cancelled'));
   }
 
   dispose(runId: string, owner: RunOwner): Promise<void> {
@@ -265,12 +340,16 @@ export class SubagentService {
   }
 
   private disposeRecord(record: RunRecord): Promise<void> {
+    clearTimeout(record.graceTimer);
     record.disposing ??= (async () => {
-      if (record.state === 'running') record.chain.abort(new SubagentError('ABORTED', 'the run was disposed'));
+      if (record.state === 'running') record.abort.abort(new SubagentError('ABORTED', 'the run was disposed'));
       try {
-        await record.run.dispose();
+        await record.run?.dispose();
+        // A run disposed while running settles (aborted) first: record that before 'disposed'.
+        await record.settled.catch(() => undefined);
       } finally {
         record.state = 'disposed';
+        this.index?.update(record.runId, { state: 'disposed' });
         this.disposedCount += 1;
         this.pruneDisposed();
       }
@@ -291,7 +370,7 @@ export class SubagentService {
 
   sendMessage(runId: string, owner: RunOwner, content: ContentBlock[]): void {
     const record = this.owned(runId, owner);
-    const send = record.run.sendMessage;
+    const send = record.run?.sendMessage;
     if (!send) throw new SubagentError('UNSUPPORTED_OPERATION', `provider "${record.provider}" does not support sendMessage`);
     if (record.state !== 'running') throw new SubagentError('RUN_STATE', `run ${runId} is ${record.state}, not running`);
     send.call(record.run, content);
@@ -299,43 +378,101 @@ export class SubagentService {
 
   async resume(runId: string, owner: RunOwner, prompt: ContentBlock[], stream: boolean): Promise<StartResult> {
     const record = this.owned(runId, owner);
+    if (!record.run) {
+      throw new SubagentError('UNSUPPORTED_OPERATION', `run ${runId} was run by a previous daemon; its child cannot be resumed here`);
+    }
     const resume = record.run.resume;
     if (!resume) throw new SubagentError('UNSUPPORTED_OPERATION', `provider "${record.provider}" does not support resume`);
     if (this.shuttingDown) throw new SubagentError('SHUTTING_DOWN', 'the daemon is shutting down and accepts no new runs');
     if (record.state !== 'settled') throw new SubagentError('RUN_STATE', `run ${runId} is ${record.state}; only a settled run can be resumed`);
-    const release = await this.admission.acquire(owner.id, new AbortController().signal);
-    let next: SubagentRun;
+    const abort = new AbortController();
+    const release = await this.admission.acquire(owner.id, abort.signal);
+    let next: DaemonRun;
     try {
-      next = await resume.call(record.run, prompt);
+      next = await resume.call(record.run, prompt, { signal: abort.signal });
     } catch (error) {
       release();
       throw error;
     }
     // The provider keeps the chain's first host for its whole life: point it at the newest run.
-    record.host.runId = mintRunId();
-    record.host.stream = stream;
-    return this.publish(record.provider, next, owner, record.chain, record.host, release);
+    const host = record.host!;
+    host.runId = mintRunId();
+    host.stream = stream;
+    host.owner = owner;
+    return this.publish(record.provider, next, owner, abort, host, release, record.runId);
   }
 
   wait(runId: string, owner: RunOwner): Promise<SubagentResult> {
     return this.owned(runId, owner).settled;
   }
 
+  /**
+   * Take ownership of a run with its token: a run detached by a closed connection (within the
+   * grace period), or one a previous daemon ran (its recorded outcome).
+   */
+  attach(runId: string, runToken: string, owner: RunOwner): AttachResult {
+    const record = this.runs.get(runId) ?? this.adoptFromIndex(runId);
+    if (!record || !tokenMatches(runToken, record.tokenHash)) {
+      // One answer for both: an id without its token reveals nothing.
+      throw new SubagentError('NOT_OWNER', `no run ${runId} with that token`, { field: '/runToken' });
+    }
+    clearTimeout(record.graceTimer);
+    record.owner = owner;
+    if (record.host) record.host.owner = owner;
+    return { run: info(record, owner), ...(record.result && { result: record.result }) };
+  }
+
+  private adoptFromIndex(runId: string): RunRecord | undefined {
+    const stored = this.index?.get(runId);
+    if (!stored) return undefined;
+    const result = stored.result ?? { output: [], stopReason: 'error', diagnostic: 'the run left no recorded outcome' };
+    const record: RunRecord = {
+      runId,
+      provider: stored.provider,
+      id: stored.id,
+      local: false,
+      owner: DETACHED,
+      tokenHash: stored.tokenHash,
+      run: undefined,
+      abort: new AbortController(),
+      host: undefined,
+      startedAt: stored.startedAt,
+      state: stored.state === 'disposed' ? 'disposed' : 'settled',
+      settledAt: stored.settledAt ?? stored.startedAt,
+      result,
+      settled: Promise.resolve(result),
+    };
+    this.runs.set(runId, record);
+    return record;
+  }
+
   list(asker: RunOwner, filter: { state?: RunState; provider?: string } = {}): RunInfo[] {
     const out: RunInfo[] = [];
-    for (const record of this.runs.values()) {
-      if (filter.state && record.state !== filter.state) continue;
-      if (filter.provider && record.provider !== filter.provider) continue;
-      out.push(info(record, asker));
+    const matches = (state: RunState, provider: string): boolean =>
+      (!filter.state || state === filter.state) && (!filter.provider || provider === filter.provider);
+    for (const record of this.runs.values()) if (matches(record.state, record.provider)) out.push(info(record, asker));
+    for (const stored of this.index?.all() ?? []) {
+      if (this.runs.has(stored.runId)) continue;
+      const state: RunState = stored.state === 'disposed' ? 'disposed' : 'settled';
+      if (matches(state, stored.provider)) out.push(storedInfo(stored, state));
     }
     return out;
   }
 
   inspect(runId: string, asker: RunOwner): InspectResult {
     const record = this.runs.get(runId);
-    if (!record) throw new SubagentError('UNKNOWN_RUN', `no run with id ${runId}`, { field: '/runId' });
-    const session = record.owner === asker ? sessionOf(record.run.localAgent) : undefined;
+    if (!record) {
+      const stored = this.index?.get(runId);
+      if (!stored) throw new SubagentError('UNKNOWN_RUN', `no run with id ${runId}`, { field: '/runId' });
+      return { run: storedInfo(stored, stored.state === 'disposed' ? 'disposed' : 'settled') };
+    }
+    const session = record.owner === asker ? sessionOf(record.run?.localAgent) : undefined;
     return session ? { run: info(record, asker), header: session.header, events: [...session.events] } : { run: info(record, asker) };
+  }
+
+  /** Where a run's session log lives, for the owner or ops reading the state dir. */
+  sessionIdOf(runId: string): string | undefined {
+    return this.runs.get(runId)?.id ?? this.index?.get(runId)?.id;
   }
 
   counts(): Record<RunState, number> {
@@ -344,13 +481,35 @@ export class SubagentService {
     return counts;
   }
 
-  /** A connection went away: cancel its pending starts, then cancel and dispose its runs. */
-  async ownerGone(owner: RunOwner): Promise<void> {
+  /** Whether any run still works or waits to start (idle shutdown waits for none). */
+  get busy(): boolean {
+    return this.starting.size > 0 || [...this.runs.values()].some((r) => r.state === 'running');
+  }
+
+  /**
+   * A connection went away: cancel its pending starts (they have no token yet); detach its runs
+   * for the grace period, after which they are cancelled and disposed unless re-attached.
+   */
+  ownerGone(owner: RunOwner): Promise<void> {
     for (const pending of this.starting.values()) {
       if (pending.owner === owner) pending.abort.abort(new SubagentError('ABORTED', 'the client disconnected'));
     }
     const mine = [...this.runs.values()].filter((record) => record.owner === owner);
-    await Promise.allSettled(mine.map((record) => this.disposeRecord(record)));
+    for (const record of mine) {
+      record.owner = DETACHED;
+      if (record.host) record.host.owner = DETACHED;
+    }
+    if (this.detachGraceMs === 0) return Promise.allSettled(mine.map((r) => this.disposeRecord(r))).then(() => undefined);
+    for (const record of mine) {
+      if (record.state === 'disposed') continue;
+      record.graceTimer = setTimeout(() => {
+        if (record.owner !== DETACHED) return;
+        this.log.info({ runId: record.runId }, 'detached run was not re-attached in time: disposing it');
+        void this.disposeRecord(record);
+      }, this.detachGraceMs);
+      record.graceTimer.unref();
+    }
+    return Promise.resolve();
   }
 
   /** Refuse new starts; with `drain`, let running children finish up to the timeout; then dispose all. */
@@ -365,6 +524,7 @@ export class SubagentService {
       clearTimeout(timer);
     }
     await Promise.allSettled([...this.runs.values()].map((record) => this.disposeRecord(record)));
+    this.index?.close();
   }
 }
 
@@ -396,6 +556,20 @@ function info(record: RunRecord, asker: RunOwner): RunInfo {
     ...(record.result && { stopReason: record.result.stopReason }),
     ...(record.settledAt !== undefined && { settledAt: record.settledAt }),
     ...(record.result?.usage && { usage: record.result.usage }),
+  };
+}
+
+function storedInfo(stored: IndexedRun, state: RunState): RunInfo {
+  return {
+    runId: stored.runId,
+    id: stored.id,
+    provider: stored.provider,
+    state,
+    startedAt: stored.startedAt,
+    mine: false,
+    ...(stored.result && { stopReason: stored.result.stopReason }),
+    ...(stored.settledAt !== undefined && { settledAt: stored.settledAt }),
+    ...(stored.result?.usage && { usage: stored.result.usage }),
   };
 }
 

@@ -1,0 +1,107 @@
+/**
+ * The run index: an append-only JSONL log in the state dir, one line per change of a run's
+ * record (last line wins). It is what outlives the daemon: who owns a run (a token hash), where
+ * its session lives, how it ended — so a restarted daemon can answer `run/wait`, mark runs it
+ * never saw finish as interrupted, and never show a dead daemon's run as running.
+ *
+ * Lines are written with one write(2) each (no fsync: a killed process loses nothing the kernel
+ * has; a power cut may lose the tail, which the reader tolerates as a torn line). At open the log
+ * is compacted to one line per run, dropping disposed runs past retention.
+ */
+import { closeSync, copyFileSync, existsSync, openSync, readFileSync, renameSync, writeFileSync, writeSync } from 'node:fs';
+import type { RunState, SubagentResult } from '../../protocol/index.js';
+
+export type IndexedState = RunState | 'interrupted';
+
+export interface IndexedRun {
+  readonly runId: string;
+  readonly id: string;
+  readonly provider: string;
+  /** sha256 of the owner's run token: proves ownership across connections and restarts. */
+  readonly tokenHash: string;
+  readonly state: IndexedState;
+  readonly startedAt: string;
+  readonly settledAt?: string;
+  readonly result?: SubagentResult;
+  /** The daemon that ran it: a restarted daemon tells its own runs from a dead one's. */
+  readonly daemonEpoch: string;
+  readonly daemonPid: number;
+  /** Earlier run of the same child, for resumptions. */
+  readonly resumedFrom?: string;
+}
+
+export interface IndexProblems {
+  tornTail: boolean;
+  readonly corrupt: Array<{ line: number; reason: string }>;
+}
+
+export class RunIndex {
+  private readonly runs = new Map<string, IndexedRun>();
+  private fd: number | undefined;
+  readonly problems: IndexProblems;
+
+  constructor(
+    private readonly path: string,
+    private readonly retainDisposed = 10_000,
+  ) {
+    this.problems = this.load();
+    // Keep the evidence: compaction would otherwise drop the unreadable lines for good.
+    if (this.problems.corrupt.length > 0) copyFileSync(path, `${path}.corrupt-${Date.now()}`);
+    this.compact();
+    this.fd = openSync(path, 'a', 0o600);
+  }
+
+  get(runId: string): IndexedRun | undefined {
+    return this.runs.get(runId);
+  }
+
+  all(): IndexedRun[] {
+    return [...this.runs.values()];
+  }
+
+  put(run: IndexedRun): void {
+    this.runs.set(run.runId, run);
+    if (this.fd !== undefined) writeSync(this.fd, `${JSON.stringify(run)}\n`);
+  }
+
+  update(runId: string, change: Partial<IndexedRun>): IndexedRun | undefined {
+    const current = this.runs.get(runId);
+    if (!current) return undefined;
+    const next = { ...current, ...change };
+    this.put(next);
+    return next;
+  }
+
+  close(): void {
+    if (this.fd !== undefined) closeSync(this.fd);
+    this.fd = undefined;
+  }
+
+  private load(): IndexProblems {
+    const problems: IndexProblems = { tornTail: false, corrupt: [] };
+    if (!existsSync(this.path)) return problems;
+    const lines = readFileSync(this.path, 'utf8').split('\n');
+    const last = lines.length - 1; // after the final newline: '' when the tail is whole
+    lines.forEach((line, i) => {
+      if (line === '') return;
+      try {
+        const run = JSON.parse(line) as IndexedRun;
+        if (typeof run.runId !== 'string' || typeof run.state !== 'string') throw new Error('not a run record');
+        this.runs.set(run.runId, run);
+      } catch (error) {
+        if (i === last) problems.tornTail = true;
+        else problems.corrupt.push({ line: i + 1, reason: (error as Error).message });
+      }
+    });
+    return problems;
+  }
+
+  /** Rewrites the log as one line per run, keeping only the newest disposed runs. */
+  private compact(): void {
+    const disposed = [...this.runs.values()].filter((r) => r.state === 'disposed');
+    for (const run of disposed.slice(0, Math.max(0, disposed.length - this.retainDisposed))) this.runs.delete(run.runId);
+    const temp = `${this.path}.${process.pid}.tmp`;
+    writeFileSync(temp, [...this.runs.values()].map((r) => `${JSON.stringify(r)}\n`).join(''), { mode: 0o600 });
+    renameSync(temp, this.path);
+  }
+}
