@@ -1,0 +1,127 @@
+/**
+ * A child agent: its session (header + append-only log), the model and tools it was created
+ * with, and its steering queue. It runs one turn at a time; each `run` is one prompt (the first
+ * task or a resumption) and resolves with that run's result, read from the events it appended.
+ * The object is the in-process provider's `localAgent`; `header` and `events` are what
+ * inspection reads.
+ */
+import type { Logger } from 'pino';
+import { SubagentError, type ContentBlock, type SessionEvent, type SessionHeader, type SubagentResult } from '../../protocol/index.js';
+import type { RunHost } from '../provider.js';
+import { runTurn } from './agent-loop.js';
+import type { ResolvedModel } from './model/model-adapter.js';
+import { buildRunResult } from './run-result.js';
+import { SessionLog } from './session/session-log.js';
+import { SteeringQueue } from './steering-queue.js';
+import type { StructuredCapture } from './tools/structured-output.js';
+import type { ToolRegistry } from './tools/tool-registry.js';
+
+export interface ChildAgentConfig {
+  readonly sessionsDir: string;
+  readonly header: SessionHeader;
+  /** A fork's seed (the parent's completed turns); it goes first in the log. */
+  readonly seed: readonly SessionEvent[];
+  readonly model: ResolvedModel;
+  readonly system: string;
+  readonly tools: ToolRegistry;
+  readonly structured?: StructuredCapture;
+  readonly maxSteps: number;
+  /** The owning client's services for the child's whole life (resumptions included). */
+  readonly host: RunHost;
+  readonly log: Logger;
+}
+
+export class ChildAgent {
+  private readonly steering = new SteeringQueue();
+  private busy = false;
+
+  private constructor(
+    private readonly config: ChildAgentConfig,
+    private readonly session: SessionLog,
+    /** How many events came from the seed: the child's own events start here. */
+    readonly seedLength: number,
+  ) {}
+
+  /** Publishes the child: its session file exists (header and seed synced) once this resolves. */
+  static async create(config: ChildAgentConfig): Promise<ChildAgent> {
+    const session = await SessionLog.create(config.sessionsDir, config.header, config.seed);
+    return new ChildAgent(config, session, config.seed.length);
+  }
+
+  get id(): string {
+    return this.config.header.id;
+  }
+
+  get header(): SessionHeader {
+    return this.session.header;
+  }
+
+  get events(): readonly SessionEvent[] {
+    return this.session.events;
+  }
+
+  get sessionPath(): string {
+    return this.session.path;
+  }
+
+  /** Whether a run is in progress. */
+  get running(): boolean {
+    return this.busy;
+  }
+
+  /** Queues content for the running turn's next step boundary; RUN_STATE when no turn runs. */
+  steer(content: ContentBlock[]): void {
+    this.steering.push(content);
+  }
+
+  /**
+   * Runs one turn for `prompt` and resolves with its result. Child-level failures resolve (with
+   * a non-completed stop reason); only a session-log failure rejects.
+   */
+  async run(prompt: ContentBlock[], signal: AbortSignal): Promise<SubagentResult> {
+    if (this.busy) throw new SubagentError('RUN_STATE', `child ${this.id} is already running`);
+    this.busy = true;
+    // Open for steering now: a message sent right after start is folded in before the first step.
+    this.steering.open();
+    const { host, structured } = this.config;
+    structured?.reset();
+    const from = this.session.events.length;
+    try {
+      // The turn's first event waits one macrotask, so whoever just received this run (the
+      // service answering a start or resume) announces it before any of its events stream out.
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      const outcome = await runTurn(
+        {
+          session: this.session,
+          model: this.config.model,
+          system: this.config.system,
+          tools: this.config.tools,
+          steering: this.steering,
+          maxSteps: this.config.maxSteps,
+          signal,
+          emit: (event) => host.emit(event),
+          captured: () => structured?.captured ?? false,
+          log: this.config.log,
+        },
+        prompt,
+      );
+      this.config.log.debug({ reason: outcome.reason }, 'turn ended');
+      return buildRunResult({
+        events: this.session.events.slice(from),
+        cancelled: signal.aborted,
+        partialText: outcome.partialText,
+        ...(structured && { structured }),
+      });
+    } finally {
+      this.busy = false;
+      this.steering.close(); // already closed by a normal turn end; this covers a log failure
+      // Between runs the file handle is released; a resumption reopens it.
+      await this.session.close();
+    }
+  }
+
+  /** Deletes the session of a child that was never handed out (start cancelled before readiness). */
+  async discard(): Promise<void> {
+    await this.session.discard();
+  }
+}

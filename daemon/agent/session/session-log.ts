@@ -1,0 +1,103 @@
+/**
+ * A child's append-only session log: a header and events, kept in memory and mirrored to
+ * `${dir}/${id}.jsonl` (header line, then one event per line). Appends are queued in order and
+ * written as they happen; `flush()` waits for them and fsyncs, which the loop does at every turn
+ * end. A write failure is kept and re-thrown by the next flush: the log cannot silently diverge
+ * from its file.
+ */
+import { mkdir, open, rm, type FileHandle } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { SessionEvent, SessionHeader } from '../../../protocol/index.js';
+
+export function sessionFilePath(dir: string, id: string): string {
+  return join(dir, `${id}.jsonl`);
+}
+
+export class SessionLog {
+  private readonly log: SessionEvent[];
+  /** Opened lazily, so a log closed between runs reopens on its next append. */
+  private handle: Promise<FileHandle> | undefined;
+  private writing: Promise<void> = Promise.resolve();
+  private failure: unknown;
+
+  private constructor(
+    readonly path: string,
+    readonly header: SessionHeader,
+    events: SessionEvent[],
+    handle: FileHandle,
+  ) {
+    this.log = events;
+    this.handle = Promise.resolve(handle);
+  }
+
+  /** Creates the file (never overwriting one) with the header and the seed, and syncs it. */
+  static async create(dir: string, header: SessionHeader, seed: readonly SessionEvent[] = []): Promise<SessionLog> {
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    const path = sessionFilePath(dir, header.id);
+    const handle = await open(path, 'ax', 0o600);
+    try {
+      const events = seed.map((event) => stamp(structuredClone(event)));
+      const lines = [header, ...events].map((entry) => `${JSON.stringify(entry)}\n`).join('');
+      await handle.write(lines);
+      await handle.sync();
+      return new SessionLog(path, header, events, handle);
+    } catch (error) {
+      await handle.close().catch(() => undefined);
+      await rm(path, { force: true });
+      throw error;
+    }
+  }
+
+  /** The live event array (seed included). Callers must treat it as read-only. */
+  get events(): readonly SessionEvent[] {
+    return this.log;
+  }
+
+  /** Stamps `at`, keeps the event in memory and queues its line. Returns the stored event. */
+  append(event: SessionEvent): SessionEvent {
+    const stored = stamp(event);
+    this.log.push(stored);
+    const handle = (this.handle ??= open(this.path, 'a'));
+    const line = `${JSON.stringify(stored)}\n`;
+    this.writing = this.writing
+      .then(async () => {
+        await (await handle).write(line);
+      })
+      .catch((error: unknown) => {
+        this.failure ??= error;
+      });
+    return stored;
+  }
+
+  /** Waits for queued appends and fsyncs; re-throws any write failure since the log opened. */
+  async flush(): Promise<void> {
+    await this.writing;
+    if (this.failure !== undefined) throw this.failure;
+    if (this.handle) await (await this.handle).sync();
+  }
+
+  /** Flushes and releases the file handle; a later append reopens it. */
+  async close(): Promise<void> {
+    const handle = this.handle;
+    this.handle = undefined;
+    await this.writing;
+    if (!handle) return;
+    const opened = await handle;
+    try {
+      if (this.failure === undefined) await opened.sync();
+    } finally {
+      await opened.close();
+    }
+    if (this.failure !== undefined) throw this.failure;
+  }
+
+  /** Closes and deletes the file: for a child rolled back before it was ever published. */
+  async discard(): Promise<void> {
+    await this.close().catch(() => undefined);
+    await rm(this.path, { force: true });
+  }
+}
+
+function stamp(event: SessionEvent): SessionEvent {
+  return event.at === undefined ? { ...event, at: new Date().toISOString() } : event;
+}

@@ -1,0 +1,117 @@
+/**
+ * Nothing lost: ownership outlives a connection (token re-attach within the grace period), a
+ * daemon killed with SIGKILL leaves its runs answerable as interrupted to the next daemon, and
+ * only one daemon owns a state dir.
+ */
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { afterEach, expect, it } from 'vitest';
+import { CLI, startDaemon, type DaemonProcess } from './support/daemon-process.js';
+import { RawPeer } from './support/raw-peer.js';
+
+const parent = { sessionId: 'parent-1', cwd: '/tmp' };
+const prompt = (text: string) => [{ type: 'text', text }];
+const daemons: DaemonProcess[] = [];
+afterEach(async () => {
+  await Promise.all(daemons.splice(0).map((d) => d.stop()));
+});
+
+async function respawn(old: DaemonProcess): Promise<DaemonProcess> {
+  // Same socket, state dir and config: what `subagentd start` does after a crash.
+  const proc = spawn(process.execPath, [CLI, 'daemon', '--socket', old.socket, '--state-dir', old.stateDir, '--config', old.configPath], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let err = '';
+  proc.stderr?.on('data', (d: Buffer) => (err += d.toString()));
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    try {
+      const peer = await RawPeer.initialized(old.socket);
+      peer.close();
+      break;
+    } catch {
+      if (Date.now() > deadline || proc.exitCode !== null) throw new Error(`restart failed: ${err}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+  const next: DaemonProcess = { ...old, proc, stderr: () => err };
+  return next;
+}
+
+it('a run survives its connection closing and is re-attached with its token', async () => {
+  const daemon = await startDaemon({ detachGraceMs: 10_000 });
+  daemons.push(daemon);
+  const first = await RawPeer.initialized(daemon.socket, 'first');
+  const started = (await first.request('subagent/start', { provider: 'echo', prompt: prompt('steer'), parent })).result as {
+    runId: string;
+    runToken: string;
+  };
+  first.close();
+  const second = await RawPeer.initialized(daemon.socket, 'second');
+  expect((await second.request('run/attach', { runId: started.runId, runToken: 'wrong' })).error?.data?.code).toBe('NOT_OWNER');
+  const attached = await second.request('run/attach', { runId: started.runId, runToken: started.runToken });
+  expect(attached.error).toBeUndefined();
+  expect(attached.result).toMatchObject({ run: { runId: started.runId, state: 'running', mine: true } });
+  await second.request('run/sendMessage', { runId: started.runId, content: prompt('still here') });
+  const end = await second.waitFor((m) => m.method === 'subagent/end');
+  expect(end.params).toMatchObject({ runId: started.runId, stopReason: 'completed', lastAssistantMessage: [{ text: 'still here' }] });
+  second.close();
+});
+
+it('after kill -9 the next daemon answers run/wait with an interrupted error, and the run is not shown running', async () => {
+  const daemon = await startDaemon();
+  daemons.push(daemon);
+  const peer = await RawPeer.initialized(daemon.socket);
+  const started = (await peer.request('subagent/start', { provider: 'echo', prompt: prompt('hang'), parent })).result as {
+    runId: string;
+    runToken: string;
+  };
+  const deadPid = daemon.proc.pid;
+  daemon.proc.kill('SIGKILL');
+  await peer.whenClosed;
+  const next = await respawn(daemon);
+  daemons.splice(0, 1, next);
+  const again = await RawPeer.initialized(daemon.socket);
+  const listed = (await again.request('runs/list', {})).result as { runs: Array<{ runId: string; state: string; stopReason?: string }> };
+  expect(listed.runs.find((r) => r.runId === started.runId)).toMatchObject({ state: 'settled', stopReason: 'error' });
+  expect((await again.request('run/wait', { runId: started.runId })).error?.data?.code).toBe('NOT_OWNER');
+  expect((await again.request('run/attach', { runId: started.runId, runToken: started.runToken })).result).toMatchObject({ run: { mine: true } });
+  const waited = (await again.request('run/wait', { runId: started.runId })).result as { stopReason: string; diagnostic: string };
+  expect(waited.stopReason).toBe('error');
+  expect(waited.diagnostic).toContain(`pid ${deadPid}`);
+  expect(waited.diagnostic).toMatch(/interrupted/);
+  again.close();
+});
+
+it('a second daemon on the same state dir is refused, naming the live one', async () => {
+  const daemon = await startDaemon();
+  daemons.push(daemon);
+  const rival = spawn(process.execPath, [CLI, 'daemon', '--socket', `${daemon.socket}.2`, '--state-dir', daemon.stateDir], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let err = '';
+  rival.stderr.on('data', (d: Buffer) => (err += d.toString()));
+  const code = await new Promise<number | null>((resolve) => rival.once('exit', resolve));
+  expect(code).toBe(1);
+  expect(err).toContain(`pid ${daemon.proc.pid}`);
+  // The live daemon is unharmed.
+  const peer = await RawPeer.initialized(daemon.socket);
+  expect((await peer.request('daemon/status', {})).result).toMatchObject({ daemon: { pid: daemon.proc.pid } });
+  peer.close();
+});
+
+it('a second daemon on the same socket is refused and leaves the first one serving', async () => {
+  const daemon = await startDaemon();
+  daemons.push(daemon);
+  const token = readFileSync(`${daemon.socket}.token`, 'utf8');
+  const rival = spawn(process.execPath, [CLI, 'daemon', '--socket', daemon.socket, '--state-dir', `${daemon.stateDir}-other`], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let err = '';
+  rival.stderr.on('data', (d: Buffer) => (err += d.toString()));
+  expect(await new Promise((resolve) => rival.once('exit', resolve))).toBe(1);
+  expect(err).toMatch(/already listening/);
+  expect(readFileSync(`${daemon.socket}.token`, 'utf8')).toBe(token);
+  const peer = await RawPeer.initialized(daemon.socket);
+  peer.close();
+});
