@@ -38,7 +38,8 @@ const contentBlock: Schema = {
     },
   ],
 };
-const content = arr(contentBlock, 1000);
+const ref = (name: string): Schema => ({ $ref: `subagentd#/definitions/${name}` });
+const content = arr(ref('contentBlock'), 1000);
 
 const usage = obj(
   {
@@ -61,7 +62,7 @@ const turnEndReason: Schema = {
   enum: ['completed', 'max-tokens', 'aborted', 'blocked', 'error', 'max-steps', 'interrupted'],
 };
 
-const sessionEvent: Schema = {
+const sessionEventDefinition: Schema = {
   type: 'object',
   required: ['type'],
   properties: {
@@ -96,6 +97,8 @@ const sessionEvent: Schema = {
     },
   ],
 };
+
+const sessionEvent = ref('sessionEvent');
 
 const capabilities = obj(
   {
@@ -290,18 +293,27 @@ export const clientInboundSchemas = {
   ),
 } as const satisfies Record<string, Schema>;
 
-export const sessionEventSchema = sessionEvent;
+export const sessionEventSchema = sessionEventDefinition;
 
 const ajv = new Ajv({ allErrors: false, strict: false, allowUnionTypes: true });
+// Shared pieces are compiled once and referenced, which keeps start-up fast.
+ajv.addSchema({ $id: 'subagentd', definitions: { contentBlock, sessionEvent: sessionEventDefinition } });
 
-function compileAll<K extends string>(schemas: Record<K, Schema>): Record<K, ValidateFunction> {
-  const out = {} as Record<K, ValidateFunction>;
-  for (const key of Object.keys(schemas) as K[]) out[key] = ajv.compile(schemas[key]);
-  return out;
+/** Validators compile on first use: each side pays only for the payloads it receives. */
+function lazyValidators<K extends string>(schemas: Record<K, Schema>): (kind: K) => ValidateFunction {
+  const compiled = new Map<K, ValidateFunction>();
+  return (kind) => {
+    let validate = compiled.get(kind);
+    if (!validate) {
+      validate = ajv.compile(schemas[kind]);
+      compiled.set(kind, validate);
+    }
+    return validate;
+  };
 }
 
-const daemonValidators = compileAll(requestSchemas);
-const clientValidators = compileAll(clientInboundSchemas);
+const daemonValidator = lazyValidators(requestSchemas);
+const clientValidator = lazyValidators(clientInboundSchemas);
 
 /** Why a payload failed: the JSON pointer of the field and what was wrong with it. */
 export interface ValidationFailure {
@@ -316,21 +328,23 @@ function check(validate: ValidateFunction, value: unknown): ValidationFailure | 
   const missing = error.keyword === 'required' ? `/${String(error.params['missingProperty'])}` : '';
   const extra = error.keyword === 'additionalProperties' ? `/${String(error.params['additionalProperty'])}` : '';
   const field = `${error.instancePath}${missing}${extra}` || '/';
-  return { field, message: `${field} ${error.message ?? 'is invalid'}` };
+  const why = error.keyword === 'required' ? 'is required' : error.keyword === 'additionalProperties' ? 'is not allowed' : error.message;
+  return { field, message: `${field} ${why ?? 'is invalid'}` };
 }
 
 export type DaemonInbound = keyof typeof requestSchemas;
 export type ClientInbound = keyof typeof clientInboundSchemas;
 
 export function validateAtDaemon(kind: DaemonInbound, value: unknown): ValidationFailure | undefined {
-  return check(daemonValidators[kind], value);
+  return check(daemonValidator(kind), value);
 }
 
 export function validateAtClient(kind: ClientInbound, value: unknown): ValidationFailure | undefined {
-  return check(clientValidators[kind], value);
+  return check(clientValidator(kind), value);
 }
 
-const sessionEventValidator = ajv.compile(sessionEvent);
+let sessionEventValidator: ValidateFunction | undefined;
 export function validateSessionEvent(value: unknown): ValidationFailure | undefined {
+  sessionEventValidator ??= ajv.compile(sessionEvent);
   return check(sessionEventValidator, value);
 }
