@@ -142,20 +142,25 @@ export function createDaemon(options: DaemonOptions): Daemon {
     async listen(path) {
       const requireToken = options.requireToken ?? true;
       const tokenPath = tokenPathFor(path);
-      const listener = await listenUnix(path, (socket: Socket) => {
-        socket.on('error', (error) => log.debug({ err: error }, 'socket error'));
-        // end() flushes what is queued (a closing error); destroy() follows for a peer that never reads.
-        const destroy = (): void => {
-          socket.end();
-          setTimeout(() => socket.destroy(), 1000).unref();
-        };
-        const connection = serve(socket, socket, destroy, token);
-        socket.on('close', () => void connection.close('socket closed'));
-      });
-      if (requireToken) {
-        token = createToken();
-        writeTokenFile(tokenPath, token);
-      }
+      const listener = await listenUnix(
+        path,
+        (socket: Socket) => {
+          socket.on('error', (error) => log.debug({ err: error }, 'socket error'));
+          // end() flushes what is queued (a closing error); destroy() follows for a peer that never reads.
+          const destroy = (): void => {
+            socket.end();
+            setTimeout(() => socket.destroy(), 1000).unref();
+          };
+          const connection = serve(socket, socket, destroy, token);
+          socket.on('close', () => void connection.close('socket closed'));
+        },
+        () => {
+          // The token is in place before the first client can connect.
+          if (!requireToken) return;
+          token = createToken();
+          writeTokenFile(tokenPath, token);
+        },
+      );
       socketPath = path;
       listeners.push({ close: listener.close, tokenPath });
       log.info({ socket: path, pid: process.pid, version: DAEMON_VERSION, epoch: identity.epoch }, 'daemon listening');

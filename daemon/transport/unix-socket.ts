@@ -40,7 +40,12 @@ export function socketAnswers(path: string, timeoutMs = 1000): Promise<boolean> 
   });
 }
 
-export async function listenUnix(path: string, onSocket: (socket: Socket) => void): Promise<{ server: Server; close(): Promise<void> }> {
+export async function listenUnix(
+  path: string,
+  onSocket: (socket: Socket) => void,
+  /** Runs once the path is known to be free, before anyone can connect (e.g. writing the token). */
+  beforeListen: () => void = () => undefined,
+): Promise<{ server: Server; close(): Promise<void> }> {
   securePrivateDir(dirname(path));
   const existing = statOrUndefined(path);
   if (existing) {
@@ -48,6 +53,7 @@ export async function listenUnix(path: string, onSocket: (socket: Socket) => voi
     if (await socketAnswers(path)) throw new SocketInUseError(`a daemon is already listening on ${path}`);
     unlinkSync(path);
   }
+  beforeListen();
   const server = createServer({ allowHalfOpen: false }, onSocket);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

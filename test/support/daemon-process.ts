@@ -40,7 +40,7 @@ export async function startDaemon(config: Record<string, unknown> = {}, extraArg
   let err = '';
   proc.stderr?.on('data', (d: Buffer) => (err += d.toString()));
   const exited = new Promise<void>((res) => proc.once('exit', () => res()));
-  await waitFor(() => existsSync(`${socket}.token`) || proc.exitCode !== null, 10_000, () => `daemon did not listen: ${err}`);
+  await waitFor(() => (existsSync(socket) && existsSync(`${socket}.token`)) || proc.exitCode !== null, 10_000, () => `daemon did not listen: ${err}`);
   if (proc.exitCode !== null) throw new Error(`daemon exited ${proc.exitCode}: ${err}`);
   return {
     dir,
