@@ -1,0 +1,149 @@
+/**
+ * Starting the shared daemon when none answers (the gopls `-remote=auto` pattern), safely when
+ * many clients try at once: one start lock beside the socket, judged by its holder's liveness
+ * and age (never by a pid alone, which may be reused), a bounded wait for the socket, and a
+ * bounded number of restarts of a daemon that keeps dying, after which the log path is shown.
+ */
+import { spawn } from 'node:child_process';
+import { mkdirSync, openSync, closeSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createConnection } from 'node:net';
+import { dirname, join } from 'node:path';
+import { SubagentError } from '../protocol/index.js';
+import { defaultDaemonCliPath } from './package-paths.js';
+
+export interface AutoStartOptions {
+  readonly socket: string;
+  readonly stateDir?: string;
+  readonly config?: string;
+  /** The daemon CLI to run (default: this package's). */
+  readonly cliPath?: string;
+  /** How long to wait for the new daemon to answer. Default 15 s. */
+  readonly readyTimeoutMs?: number;
+  /** Daemon starts allowed within `crashWindowMs` before giving up. Default 3 in 60 s. */
+  readonly maxStarts?: number;
+  readonly crashWindowMs?: number;
+  readonly env?: NodeJS.ProcessEnv;
+}
+
+/** A start lock older than this is abandoned, whatever its pid says. */
+const LOCK_STALE_MS = 30_000;
+
+export function socketAnswers(path: string, timeoutMs = 1000): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = createConnection(path);
+    const done = (alive: boolean): void => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(alive);
+    };
+    const timer = setTimeout(() => done(false), timeoutMs);
+    socket.once('connect', () => done(true));
+    socket.once('error', () => done(false));
+  });
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Takes the start lock, or returns false when a live, recent starter holds it. */
+function tryLock(path: string): boolean {
+  try {
+    writeFileSync(path, JSON.stringify({ pid: process.pid, at: Date.now() }), { flag: 'wx', mode: 0o600 });
+    return true;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+  }
+  let holder: { pid?: number; at?: number } = {};
+  try {
+    holder = JSON.parse(readFileSync(path, 'utf8')) as typeof holder;
+  } catch {
+    // unreadable: judge by the file's age alone
+  }
+  const age = Date.now() - (holder.at ?? statMtime(path));
+  const live = typeof holder.pid === 'number' && pidAlive(holder.pid);
+  if (live && age < LOCK_STALE_MS) return false;
+  rmSync(path, { force: true });
+  return tryLock(path);
+}
+
+function statMtime(path: string): number {
+  try {
+    return statSync(path).mtimeMs;
+  } catch {
+    return 0;
+  }
+}
+
+/** Remembers recent daemon starts so a daemon that dies at once is not restarted forever. */
+function recordStart(path: string, windowMs: number, max: number, logPath: string): void {
+  let starts: number[] = [];
+  try {
+    starts = (JSON.parse(readFileSync(path, 'utf8')) as number[]).filter((t) => Date.now() - t < windowMs);
+  } catch {
+    // first start
+  }
+  if (starts.length >= max) {
+    throw new SubagentError(
+      'DAEMON_UNAVAILABLE',
+      `the daemon was started ${starts.length} times in the last ${Math.round(windowMs / 1000)} s and did not stay up; not starting it again. See its log: ${logPath}`,
+    );
+  }
+  writeFileSync(path, JSON.stringify([...starts, Date.now()]), { mode: 0o600 });
+}
+
+/**
+ * Makes sure a daemon answers on `socket`, starting a detached one if none does. Resolves once
+ * it accepts connections; rejects with DAEMON_UNAVAILABLE saying why and where the log is.
+ */
+export async function ensureDaemon(options: AutoStartOptions): Promise<'running' | 'started'> {
+  if (await socketAnswers(options.socket)) return 'running';
+  const dir = dirname(options.socket);
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const lockPath = join(dir, 'start.lock');
+  const readyBy = Date.now() + (options.readyTimeoutMs ?? 15_000);
+  // Another client may be starting it: wait for its daemon instead of racing it.
+  while (!tryLock(lockPath)) {
+    if (await socketAnswers(options.socket)) return 'running';
+    if (Date.now() > readyBy) throw new SubagentError('DAEMON_UNAVAILABLE', `another client is starting the daemon at ${options.socket}, and it did not come up in time`);
+    await sleep(100);
+  }
+  try {
+    if (await socketAnswers(options.socket)) return 'running';
+    const stateDir = options.stateDir;
+    const logPath = join(stateDir ?? dir, 'daemon.stderr.log');
+    mkdirSync(dirname(logPath), { recursive: true, mode: 0o700 });
+    recordStart(join(dir, 'starts.json'), options.crashWindowMs ?? 60_000, options.maxStarts ?? 3, logPath);
+    const out = openSync(logPath, 'a', 0o600);
+    const args = [
+      options.cliPath ?? defaultDaemonCliPath(),
+      'daemon',
+      '--socket',
+      options.socket,
+      ...(stateDir ? ['--state-dir', stateDir] : []),
+      ...(options.config ? ['--config', options.config] : []),
+    ];
+    const child = spawn(process.execPath, args, { detached: true, stdio: ['ignore', out, out], env: options.env ?? process.env });
+    closeSync(out);
+    let exit: string | undefined;
+    child.once('exit', (code, signal) => (exit = signal ? `signal ${signal}` : `code ${code}`));
+    child.unref();
+    while (!(await socketAnswers(options.socket))) {
+      if (exit !== undefined) {
+        throw new SubagentError('DAEMON_UNAVAILABLE', `the daemon exited (${exit}) before it listened on ${options.socket}; see ${logPath}`);
+      }
+      if (Date.now() > readyBy) throw new SubagentError('DAEMON_UNAVAILABLE', `the daemon did not listen on ${options.socket} in time; see ${logPath}`);
+      await sleep(50);
+    }
+    return 'started';
+  } finally {
+    rmSync(lockPath, { force: true });
+  }
+}

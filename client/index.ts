@@ -1,0 +1,58 @@
+/** The subagentd client: `SubagentService` over a daemon connection, plus the seam's vocabulary. */
+export { connect } from './connect.js';
+export type {
+  CommonConnectOptions,
+  ConnectOptions,
+  SocketConnectOptions,
+  SpawnConnectOptions,
+  StreamConnectOptions,
+} from './connect.js';
+export { RemoteSubagentService } from './remote-service.js';
+export { RunFaultError } from './run-record.js';
+export { completedTurnPrefix, toParentRef } from './parent-ref.js';
+export { defaultDaemonCliPath } from './package-paths.js';
+export type {
+  ClientLogger,
+  ClientProvider,
+  ClientStartRequest,
+  ClientTool,
+  HarnessAgentLike,
+  LocalSubagentProvider,
+  ParentInput,
+  PermissionHandler,
+  ProviderAddedEvent,
+  ProviderInfo,
+  ProviderRemovedEvent,
+  RemoteProvider,
+  RemoteSubagentRun,
+  ServiceEventMap,
+  ServiceEventName,
+  ServiceListener,
+} from './types.js';
+
+export { SubagentError, SUBAGENT_ERROR_CODES, PROTOCOL_VERSION, isKnownStopReason, KNOWN_STOP_REASONS } from '../protocol/index.js';
+export type {
+  AgentOptions,
+  ClientToolDeclaration,
+  ContentBlock,
+  DaemonIdentity,
+  ObjectJsonSchema,
+  ParentRef,
+  PermissionParams,
+  PermissionResult,
+  ProviderDescriptor,
+  RunEvent,
+  SessionEvent,
+  SubagentCapabilities,
+  SubagentEndEvent,
+  SubagentErrorCode,
+  SubagentProvider,
+  SubagentResult,
+  SubagentRun,
+  SubagentStartEvent,
+  SubagentStartRequestBase,
+  SubagentStopReason,
+  ToolCallResult,
+  ToolFilter,
+  Usage,
+} from '../protocol/index.js';

@@ -1,0 +1,68 @@
+/**
+ * Providers registered in this process. They coexist with the daemon's under one namespace and
+ * follow the seam's service rules locally: capability check first (the provider is never called
+ * on a failure), a minted run id, `subagent/start` then `subagent/end`.
+ */
+import { randomUUID } from 'node:crypto';
+import { SubagentError, type SubagentEndEvent, type SubagentRun, type SubagentStartEvent } from '../protocol/index.js';
+import { assertCapabilities } from './capability-check.js';
+import type { EventHub } from './event-hub.js';
+import type { ClientStartRequest, LocalSubagentProvider } from './types.js';
+
+export class LocalProviders {
+  private readonly providers = new Map<string, LocalSubagentProvider>();
+
+  constructor(private readonly events: EventHub) {}
+
+  get(name: string): LocalSubagentProvider | undefined {
+    return this.providers.get(name);
+  }
+
+  names(): string[] {
+    return [...this.providers.keys()];
+  }
+
+  /** Add a provider whose name the caller has checked is free; returns its idempotent disposer. */
+  add(provider: LocalSubagentProvider): () => void {
+    const { name } = provider;
+    this.providers.set(name, provider);
+    this.events.emit('subagent/provider-added', {
+      provider: { name, capabilities: provider.capabilities, inheritsParentContext: provider.inheritsParentContext },
+      origin: 'local',
+    });
+    return () => {
+      // Removal blocks new starts only; runs already returned stay with their holders.
+      if (this.providers.get(name) !== provider) return;
+      this.providers.delete(name);
+      this.events.emit('subagent/provider-removed', { name, origin: 'local' });
+    };
+  }
+
+  async start(provider: LocalSubagentProvider, request: ClientStartRequest): Promise<SubagentRun> {
+    assertCapabilities(provider, request);
+    if (request.signal.aborted) throw new SubagentError('ABORTED', `the start of '${provider.name}' was aborted`);
+    const run = await provider.start(request);
+    const identity: SubagentStartEvent = {
+      runId: randomUUID(),
+      provider: provider.name,
+      id: run.id,
+      local: run.localAgent !== undefined,
+    };
+    // Observe the result before announcing the start, so start precedes end even for a child
+    // that has already settled (the observer always runs on a later microtask).
+    run.result.then(
+      (result) => {
+        const end: SubagentEndEvent = {
+          ...identity,
+          stopReason: result.stopReason,
+          ...(result.output.length > 0 ? { lastAssistantMessage: result.output } : {}),
+          ...(result.usage !== undefined ? { usage: result.usage } : {}),
+        };
+        this.events.emit('subagent/end', end);
+      },
+      () => this.events.emit('subagent/end', { ...identity, stopReason: 'error' }),
+    );
+    this.events.emit('subagent/start', identity);
+    return run;
+  }
+}

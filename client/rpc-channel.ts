@@ -1,0 +1,256 @@
+/**
+ * One JSON-RPC connection to a daemon, with the guarantees vscode-jsonrpc leaves to its user:
+ * every inbound payload is validated, every request settles (the daemon goes away → all pending
+ * calls reject with DAEMON_UNAVAILABLE; it stops answering → DAEMON_UNRESPONSIVE after the
+ * caller's timeout), and later calls fail at once instead of writing into a dead socket.
+ */
+import {
+  CancellationTokenSource,
+  ErrorCodes,
+  ResponseError,
+  createMessageConnection,
+  type CancellationToken,
+  type Logger,
+  type MessageConnection,
+  type MessageReader,
+  type NotificationType,
+  type RequestType,
+} from 'vscode-jsonrpc/node';
+import { SubagentError, validateAtClient, type ClientInbound, type SubagentErrorData } from '../protocol/index.js';
+import type { Transport } from './transport.js';
+import type { ClientLogger } from './types.js';
+import { fromWire, invalidFromDaemon, toWire } from './wire-errors.js';
+
+export interface RequestOptions {
+  /** Reject with DAEMON_UNRESPONSIVE (and cancel the request) if no answer comes in time. */
+  readonly timeoutMs?: number;
+  /** Cancels the request on the wire (`$/cancelRequest`); the daemon's answer still settles it. */
+  readonly token?: CancellationToken;
+  /** Schema the result must satisfy; a violation rejects with INVALID_REQUEST naming the field. */
+  readonly validateAs?: ClientInbound;
+}
+
+/**
+ * After the transport closes, messages already read may still sit in the library's queue (it
+ * dispatches one per event-loop turn). Wait for them, but never longer than this.
+ */
+const DRAIN_CAP_MS = 250;
+/** How long the library's close event waits for the transport's own (better) reason. */
+const CLOSE_FALLBACK_MS = 400;
+
+export class RpcChannel {
+  readonly connection: MessageConnection;
+  private goneReason: string | undefined;
+  private lostError: SubagentError | undefined;
+  private drainTimer: NodeJS.Timeout | undefined;
+  private received = 0;
+  private handled = 0;
+  private readonly pending = new Set<(error: SubagentError) => void>();
+  private readonly lostListeners: Array<(error: SubagentError) => void> = [];
+
+  constructor(
+    private readonly transport: Transport,
+    private readonly logger: ClientLogger,
+  ) {
+    const reader = countInbound(transport.reader, () => this.received++);
+    this.connection = createMessageConnection(reader, transport.writer, libraryLogger(logger), {
+      messageStrategy: {
+        handleMessage: (message, next) => {
+          try {
+            return next(message);
+          } finally {
+            this.handled++;
+            this.checkDrained();
+          }
+        },
+      },
+    });
+    this.connection.onError(([error]) => logger.error(`error on the connection to ${transport.describe()}`, error));
+    // The transport says best what happened (exit code, socket error); the library's own close
+    // event is only a fallback in case a transport never reports.
+    transport.onClosed((reason) => this.beginLoss(reason));
+    this.connection.onClose(() => {
+      setTimeout(() => this.beginLoss('connection closed'), CLOSE_FALLBACK_MS).unref();
+    });
+  }
+
+  listen(): void {
+    this.connection.listen();
+  }
+
+  describe(): string {
+    return this.transport.describe();
+  }
+
+  /** The DAEMON_UNAVAILABLE error once the daemon is gone (or is going), else undefined. */
+  get gone(): SubagentError | undefined {
+    if (this.lostError) return this.lostError;
+    return this.goneReason === undefined ? undefined : this.unavailable(this.goneReason);
+  }
+
+  /** Called once with the DAEMON_UNAVAILABLE error, after every pending request was rejected. */
+  onLost(listener: (error: SubagentError) => void): void {
+    if (this.lostError) listener(this.lostError);
+    else this.lostListeners.push(listener);
+  }
+
+  request<P, R>(type: RequestType<P, R, SubagentErrorData>, params: P, options: RequestOptions = {}): Promise<R> {
+    const gone = this.gone;
+    if (gone) return Promise.reject(gone);
+    return new Promise<R>((resolve, reject) => {
+      const source = new CancellationTokenSource();
+      const link = options.token?.onCancellationRequested(() => source.cancel());
+      let timer: NodeJS.Timeout | undefined;
+      let settled = false;
+      const settle = (): boolean => {
+        if (settled) return false;
+        settled = true;
+        this.pending.delete(fail);
+        clearTimeout(timer);
+        link?.dispose();
+        return true;
+      };
+      const fail = (error: unknown): void => {
+        if (settle()) reject(error);
+      };
+      this.pending.add(fail);
+      if (options.timeoutMs !== undefined) {
+        const ms = options.timeoutMs;
+        timer = setTimeout(() => {
+          source.cancel();
+          fail(
+            new SubagentError(
+              'DAEMON_UNRESPONSIVE',
+              `${this.describe()} did not answer ${type.method} within ${ms} ms; it may be hung (check \`subagentd status\`)`,
+            ),
+          );
+        }, ms);
+      }
+      const lost = (): SubagentError => this.gone ?? this.unavailable('connection disposed');
+      let sent: Promise<R>;
+      try {
+        sent = this.connection.sendRequest(type, params as never, source.token);
+      } catch (error) {
+        fail(fromWire(error, lost));
+        return;
+      }
+      sent.then(
+        (value) => {
+          if (settled) return;
+          const failure = options.validateAs === undefined ? undefined : validateAtClient(options.validateAs, value);
+          if (failure) fail(invalidFromDaemon(`answer to ${type.method}`, failure));
+          else if (settle()) resolve(value);
+        },
+        (error: unknown) => fail(fromWire(error, lost)),
+      );
+    });
+  }
+
+  /** A validated notification handler: an invalid payload is logged and dropped. */
+  onNotification<P>(type: NotificationType<P>, kind: ClientInbound, handler: (params: P) => void): void {
+    this.connection.onNotification(type.method, (params: unknown) => {
+      const failure = validateAtClient(kind, params);
+      if (failure) {
+        this.logger.error(`dropped an invalid ${type.method} notification from ${this.describe()}: ${failure.message}`);
+        return;
+      }
+      try {
+        handler(params as P);
+      } catch (error) {
+        this.logger.error(`handling ${type.method} failed`, error);
+      }
+    });
+  }
+
+  /** A validated handler for a daemon → client request; invalid params get INVALID_REQUEST. */
+  onRequest<P, R>(
+    type: RequestType<P, R, SubagentErrorData>,
+    kind: ClientInbound,
+    handler: (params: P, token: CancellationToken) => Promise<R> | R,
+  ): void {
+    const serve = async (params: P, token: CancellationToken): Promise<R> => {
+      const failure = validateAtClient(kind, params);
+      if (failure) {
+        throw new ResponseError<SubagentErrorData>(ErrorCodes.InvalidParams, `invalid ${type.method} params: ${failure.message}`, {
+          code: 'INVALID_REQUEST',
+          field: failure.field,
+        });
+      }
+      try {
+        return await handler(params, token);
+      } catch (error) {
+        throw error instanceof SubagentError ? toWire(error) : error;
+      }
+    };
+    // The library's conditional HandlerResult type does not resolve for a generic R.
+    this.connection.onRequest(type, serve as never);
+  }
+
+  /** Close from this side: everything pending rejects, then the transport is released. */
+  async close(): Promise<void> {
+    this.lose('closed by this client');
+    await this.transport.close();
+  }
+
+  private beginLoss(reason: string): void {
+    if (this.lostError || this.goneReason !== undefined) return;
+    this.goneReason = reason;
+    this.drainTimer = setTimeout(() => this.lose(reason), DRAIN_CAP_MS);
+    this.checkDrained();
+  }
+
+  private checkDrained(): void {
+    const reason = this.goneReason;
+    if (reason === undefined || this.lostError || this.handled < this.received) return;
+    // One more turn, so that continuations of the last answer (e.g. registering a run) run first.
+    setImmediate(() => this.lose(reason));
+  }
+
+  private lose(reason: string): void {
+    if (this.lostError) return;
+    clearTimeout(this.drainTimer);
+    this.goneReason ??= reason;
+    const error = this.unavailable(this.goneReason);
+    this.lostError = error;
+    this.connection.dispose();
+    // Each `fail` removes itself from the set; deleting the visited entry is safe mid-iteration.
+    for (const fail of this.pending) fail(error);
+    for (const listener of this.lostListeners.splice(0)) {
+      try {
+        listener(error);
+      } catch (failure) {
+        this.logger.error('a connection-loss handler threw', failure);
+      }
+    }
+    void this.transport.close();
+  }
+
+  private unavailable(reason: string): SubagentError {
+    const hint = reason === 'closed by this client' ? '' : '; check `subagentd status`, or run `subagentd start`';
+    return new SubagentError('DAEMON_UNAVAILABLE', `the connection to ${this.describe()} is gone (${reason})${hint}`);
+  }
+}
+
+/** Count decoded inbound messages that go through the library's queue (not `$/cancelRequest`). */
+function countInbound(inner: MessageReader, onQueued: () => void): MessageReader {
+  return {
+    onError: inner.onError,
+    onClose: inner.onClose,
+    onPartialMessage: inner.onPartialMessage,
+    listen: (callback) =>
+      inner.listen((message) => {
+        if ((message as { method?: unknown }).method !== '$/cancelRequest') onQueued();
+        callback(message);
+      }),
+    dispose: () => inner.dispose(),
+  };
+}
+
+function libraryLogger(logger: ClientLogger): Logger {
+  return {
+    error: (message) => logger.error(`vscode-jsonrpc: ${message}`),
+    warn: (message) => logger.warn?.(`vscode-jsonrpc: ${message}`),
+    info: () => undefined,
+    log: () => undefined,
+  };
+}

@@ -1,0 +1,33 @@
+/**
+ * The `SubagentRun` a caller holds for a daemon run. The optional methods are added only when
+ * the provider's descriptor advertises them, so `'sendMessage' in run` is the capability check.
+ */
+import type { ContentBlock, StartResult, SubagentResult } from '../protocol/index.js';
+import type { RunRecord } from './run-record.js';
+import type { RemoteSubagentRun } from './types.js';
+
+/** What a handle asks of the service; each takes the run's record. */
+export interface RunControls {
+  dispose(record: RunRecord): Promise<void>;
+  sendMessage(record: RunRecord, content: ContentBlock[]): void;
+  resume(record: RunRecord, content: ContentBlock[]): Promise<RemoteSubagentRun>;
+  wait(record: RunRecord): Promise<SubagentResult>;
+}
+
+export function createRunHandle(record: RunRecord, started: StartResult, controls: RunControls): RemoteSubagentRun {
+  const { runtime } = record;
+  let disposing: Promise<void> | undefined;
+  return Object.freeze({
+    id: record.runId,
+    childId: started.id,
+    runToken: started.runToken,
+    localAgent: undefined,
+    provider: record.provider,
+    result: record.result,
+    // Memoised: one `run/dispose` on the wire however often, and however concurrently, it is called.
+    dispose: () => (disposing ??= controls.dispose(record)),
+    wait: () => controls.wait(record),
+    ...(runtime.sendMessage ? { sendMessage: (content: ContentBlock[]) => controls.sendMessage(record, content) } : {}),
+    ...(runtime.resume ? { resume: (content: ContentBlock[]) => controls.resume(record, content) } : {}),
+  });
+}

@@ -1,0 +1,126 @@
+/**
+ * The client's public vocabulary: what a harness hands to `start`, what it gets back, and the
+ * events it can observe. Seam types themselves live in protocol/seam.ts.
+ */
+import type {
+  ClientToolDeclaration,
+  ParentRef,
+  PermissionParams,
+  PermissionResult,
+  ProviderDescriptor,
+  RunEvent,
+  SessionEvent,
+  SubagentEndEvent,
+  SubagentProvider,
+  SubagentResult,
+  SubagentRun,
+  SubagentStartEvent,
+  SubagentStartRequestBase,
+  ToolCallResult,
+} from '../protocol/index.js';
+
+/** Where the client reports what it cannot throw: dropped payloads, failed listeners, lost steering. */
+export interface ClientLogger {
+  error(message: string, error?: unknown): void;
+  warn?(message: string, error?: unknown): void;
+}
+
+/** A tool the client hosts for one child; the daemon calls back with `tool/call` to run it. */
+export interface ClientTool extends ClientToolDeclaration {
+  execute(args: unknown, context: { readonly signal: AbortSignal }): Promise<ToolCallResult> | ToolCallResult;
+}
+
+/**
+ * The parts of a harness agent the client reads. Depth fields are `unknown` on purpose: a
+ * malformed value is passed through for the daemon to reject, never coerced.
+ */
+export interface HarnessAgentLike {
+  readonly session: {
+    readonly id: string;
+    readonly header: { readonly cwd: string; readonly delegationDepth?: unknown };
+    readonly events?: Iterable<SessionEvent>;
+    readonly log?: Iterable<SessionEvent>;
+  };
+  readonly options?: { readonly subagentDepth?: unknown };
+}
+
+/** The `parent` of a client start request: a harness-shaped agent or a plain wire reference. */
+export type ParentInput = HarnessAgentLike | ParentRef;
+
+/** The seam's start request as a client process states it. */
+export interface ClientStartRequest extends SubagentStartRequestBase {
+  readonly parent: ParentInput;
+  readonly tools?: readonly ClientTool[];
+  readonly env?: Readonly<Record<string, string>>;
+  /** Streamed progress; when given the daemon is asked to `stream`. Exceptions are contained. */
+  readonly onEvent?: (event: RunEvent) => void;
+}
+
+/**
+ * A run whose child lives in the daemon. `id` is the daemon's run id. `sendMessage` / `resume`
+ * exist exactly when the provider's descriptor advertises them. `sendMessage` returns nothing
+ * (as in the seam): it sends `run/sendMessage` and reports a failure (unknown run, settled run,
+ * lost daemon) to the connection's logger. `dispose` is memoised: one `run/dispose` on the wire.
+ */
+export interface RemoteSubagentRun extends SubagentRun<never> {
+  readonly localAgent: undefined;
+  /** The child's own id in the daemon (its session id for in-process providers); `id` is the run id. */
+  readonly childId: string;
+  /**
+   * Secret proof of ownership: `run/attach` with it re-attaches the run from another connection
+   * (after a reconnect or a daemon restart). Keep it out of logs.
+   */
+  readonly runToken: string;
+  /** The daemon provider that runs the child. */
+  readonly provider: string;
+  /** Ask the daemon for the run's result (`run/wait`); for callers that lost the notification. */
+  wait(): Promise<SubagentResult>;
+}
+
+/** A provider registered in this process; trusted, and started without a round trip. */
+export type LocalSubagentProvider = SubagentProvider<ClientStartRequest>;
+
+/** A daemon provider as the client presents it: the descriptor plus a `start` over the wire. */
+export interface RemoteProvider extends ProviderDescriptor {
+  start(request: ClientStartRequest): Promise<RemoteSubagentRun>;
+}
+
+/** What `getProvider` returns: a daemon provider, or the local provider object itself. */
+export type ClientProvider = RemoteProvider | LocalSubagentProvider;
+
+/** The seam's provider descriptor; `runtime` is known only for daemon providers. */
+export interface ProviderInfo {
+  readonly name: string;
+  readonly capabilities: ProviderDescriptor['capabilities'];
+  readonly inheritsParentContext: boolean;
+  readonly runtime?: ProviderDescriptor['runtime'];
+}
+
+export interface ProviderAddedEvent {
+  readonly provider: ProviderInfo;
+  readonly origin: 'daemon' | 'local';
+}
+
+export interface ProviderRemovedEvent {
+  readonly name: string;
+  readonly origin: 'daemon' | 'local';
+}
+
+/** The events `on` accepts, and their payloads. */
+export interface ServiceEventMap {
+  'subagent/start': SubagentStartEvent;
+  'subagent/end': SubagentEndEvent;
+  'subagent/provider-added': ProviderAddedEvent;
+  'subagent/provider-removed': ProviderRemovedEvent;
+}
+
+export type ServiceEventName = keyof ServiceEventMap;
+
+/** A listener may be async; a rejection is logged like a throw. */
+export type ServiceListener<K extends ServiceEventName> = (payload: ServiceEventMap[K]) => void | Promise<void>;
+
+/** Answers a child's permission prompt (ACP children ask through the daemon). */
+export type PermissionHandler = (
+  request: PermissionParams,
+  context: { readonly signal: AbortSignal },
+) => Promise<PermissionResult> | PermissionResult;
