@@ -1,0 +1,46 @@
+/**
+ * The `acp` provider: every run is an external ACP agent process (one per start, shared by
+ * its resume chain), spoken to over stdio with the ACP SDK's client side.
+ */
+import type { Logger } from 'pino';
+import { SubagentError } from '../../../protocol/index.js';
+import type { DaemonProvider, ProviderStartRequest } from '../../provider.js';
+import { AcpRun } from './acp-run.js';
+import { AcpSession } from './acp-session.js';
+import { resolveAcpConfig, type AcpProviderConfig } from './config.js';
+import { compileStructuredOutput } from './structured-output.js';
+
+export interface AcpProviderDeps {
+  readonly log: Logger;
+}
+
+export function createAcpProvider(config: AcpProviderConfig, deps: AcpProviderDeps): DaemonProvider {
+  const resolved = resolveAcpConfig(config);
+  return {
+    name: resolved.name,
+    capabilities: {
+      // Asked for in the prompt, then parsed and validated here: see structured-output.ts.
+      outputSchema: true,
+      // The service computes and caps depth; an ACP child cannot delegate back through us.
+      depthLimit: true,
+      // An external agent cannot be made to honour a tool filter or a persona.
+      toolFilter: false,
+      persona: false,
+    },
+    inheritsParentContext: false,
+    runtime: { sendMessage: false, resume: true },
+    async start(request: ProviderStartRequest): Promise<AcpRun> {
+      if (request.tools && request.tools.length > 0) {
+        throw new SubagentError(
+          'UNSUPPORTED_CAPABILITY',
+          `provider "${resolved.name}" cannot offer client-hosted tools to an external ACP agent`,
+        );
+      }
+      // Compiled before spawning: a schema ajv rejects costs no process.
+      const structured = request.outputSchema ? compileStructuredOutput(request.outputSchema) : undefined;
+      const log = deps.log.child({ provider: resolved.name, runId: request.host.runId });
+      const session = await AcpSession.open(resolved, request, log);
+      return AcpRun.begin(session, request.prompt, request.signal, structured, resolved.initializeTimeoutMs);
+    },
+  };
+}

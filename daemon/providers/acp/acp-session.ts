@@ -1,0 +1,351 @@
+/**
+ * One agent process speaking ACP with one session: the handshake (spawn → initialize →
+ * session/new), the ordered stream of session updates, and the prompt turns. The agent's
+ * requests to us are answered in client-requests.ts. The runs of a resume chain share one
+ * AcpSession; `AcpRun` decides which of them may dispose it.
+ */
+import { stat } from 'node:fs/promises';
+import { isAbsolute } from 'node:path';
+import { Readable, Writable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
+import * as acp from '@agentclientprotocol/sdk';
+import type { Logger } from 'pino';
+import { SubagentError, type ContentBlock } from '../../../protocol/index.js';
+import type { ProviderStartRequest, RunHost } from '../../provider.js';
+import { AgentProcess } from './agent-process.js';
+import { buildChildEnv, resolveCommand } from './child-env.js';
+import { buildClientApp } from './client-requests.js';
+import type { ResolvedAcpConfig } from './config.js';
+import { hasImage, toAcpContent } from './content-mapping.js';
+import { describeFailure } from './diagnostic.js';
+import { guardNdJson, ProtocolViolation } from './nd-json-guard.js';
+import type { StructuredOutput } from './structured-output.js';
+import { Turn } from './turn.js';
+import { within } from './within.js';
+import { WorkspaceFs } from './workspace-fs.js';
+
+/** How long a dead agent's stdout may stay open (a grandchild holding it) before we stop reading. */
+const STDOUT_DRAIN_MS = 1_000;
+/** How long a failure report waits for the exit status, so it can say how the agent ended. */
+const EXIT_REPORT_WAIT_MS = 1_000;
+
+class HandshakeTimeout extends Error {}
+class HandshakeAborted extends Error {}
+
+function message(error: unknown): string {
+  if (error instanceof acp.RequestError) return `${error.message} (JSON-RPC error ${error.code})`;
+  return error instanceof Error ? error.message : String(error);
+}
+
+function startFailed(text: string): SubagentError {
+  return new SubagentError('START_FAILED', text);
+}
+
+export class AcpSession {
+  /** Turns whose `session/prompt` the agent has not answered yet, oldest first (at most one in practice). */
+  private readonly wireTurns: Turn[] = [];
+  private readonly connection: acp.ClientConnection;
+  private active: acp.ActiveSession | undefined;
+  private id: string | undefined;
+  private images = false;
+  /** The handshake request in flight, for failure reports. */
+  private step: 'initialize' | 'session/new' = 'initialize';
+  private violation: ProtocolViolation | undefined;
+  private closed = false;
+  private deathDiagnostic: string | undefined;
+  private disposal: Promise<void> | undefined;
+  private idleWaiters: (() => void)[] = [];
+
+  private constructor(
+    private readonly config: ResolvedAcpConfig,
+    private readonly child: AgentProcess,
+    fs: WorkspaceFs | undefined,
+    private readonly host: RunHost,
+    private readonly log: Logger,
+  ) {
+    // Node pipes yield Buffers, which are Uint8Arrays; the casts only narrow the web typings.
+    const stdout = (Readable.toWeb(child.stdout) as ReadableStream<Uint8Array>).pipeThrough(
+      guardNdJson((violation) => this.onViolation(violation)),
+    );
+    const app = buildClientApp({
+      config,
+      fs,
+      host,
+      log,
+      sessionId: () => this.id,
+      currentTurn: () => this.wireTurns[0],
+    });
+    this.connection = app.connect(
+      acp.ndJsonStream(Writable.toWeb(child.stdin) as WritableStream<Uint8Array>, stdout),
+    );
+    void this.connection.closed.then(() => this.onClosed());
+    void child.exited.then(async () => {
+      // Normally the SDK sees stdout end by itself; force it only if something keeps stdout open.
+      if (!(await within(child.stdoutClosed, STDOUT_DRAIN_MS))) {
+        this.connection.close(new Error('agent exited but its stdout stayed open'));
+      }
+    });
+  }
+
+  /**
+   * Spawn the agent and bring it to readiness (session created). On any failure the process is
+   * killed and reaped before this rejects: START_FAILED, ABORTED, or INVALID_REQUEST (an image
+   * prompt for an agent without image support).
+   */
+  static async open(config: ResolvedAcpConfig, request: ProviderStartRequest, log: Logger): Promise<AcpSession> {
+    const { signal } = request;
+    if (signal.aborted) throw new SubagentError('ABORTED', 'start was cancelled before the agent was spawned');
+    const parentCwd = request.parent.cwd;
+    if (!isAbsolute(parentCwd)) {
+      throw new SubagentError('INVALID_REQUEST', 'parent.cwd must be an absolute path', { field: '/parent/cwd' });
+    }
+    const cwd = config.cwd ?? parentCwd;
+    await assertDirectory(cwd, config.cwd === undefined ? "the parent's working directory" : 'the configured cwd');
+    let fs: WorkspaceFs | undefined;
+    if (config.fileAccess.read || config.fileAccess.write) {
+      fs = await WorkspaceFs.open(parentCwd).catch((error: unknown) => {
+        throw startFailed(`cannot root file access at ${parentCwd}: ${message(error)}`);
+      });
+    }
+    // Look the command up without the request's env: a client must not choose the binary.
+    const searchPath = buildChildEnv(process.env, config.env, undefined)['PATH'];
+    const command = await resolveCommand(config.command, searchPath, cwd);
+    if (command === undefined) {
+      throw startFailed(`agent command ${JSON.stringify(config.command)} was not found or is not executable (PATH=${searchPath ?? ''})`);
+    }
+    if (signal.aborted) throw new SubagentError('ABORTED', 'start was cancelled before the agent was spawned');
+
+    const spawnedAt = performance.now();
+    let agentProcess: AgentProcess;
+    try {
+      agentProcess = await AgentProcess.spawn({
+        command,
+        args: config.args,
+        cwd,
+        env: buildChildEnv(process.env, config.env, request.env),
+        log,
+      });
+    } catch (error) {
+      throw startFailed(`could not spawn agent ${JSON.stringify(command)}: ${message(error)}`);
+    }
+    const session = new AcpSession(config, agentProcess, fs, request.host, log.child({ pid: agentProcess.pid }));
+    try {
+      await session.handshake(parentCwd, signal, hasImage(request.prompt));
+    } catch (error) {
+      throw await session.abandon(error);
+    }
+    session.log.debug({ readyMs: Math.round(performance.now() - spawnedAt), sessionId: session.id }, 'acp agent ready');
+    return session;
+  }
+
+  get sessionId(): string {
+    if (this.id === undefined) throw new Error('session not created');
+    return this.id;
+  }
+
+  get pid(): number {
+    return this.child.pid;
+  }
+
+  get acceptsImages(): boolean {
+    return this.images;
+  }
+
+  /** Why the session can take no more prompts, or undefined while it can. */
+  get unavailable(): string | undefined {
+    if (this.disposal) return 'the agent process was disposed';
+    if (this.deathDiagnostic) return this.deathDiagnostic;
+    if (this.closed || this.child.exitStatus) return 'the agent process has exited';
+    return undefined;
+  }
+
+  /**
+   * Send one prompt turn. Updates are folded into the returned turn until the agent answers;
+   * `signal` aborting cancels it (settles `aborted` at once and sends `session/cancel`).
+   */
+  startTurn(content: readonly ContentBlock[], signal: AbortSignal, structured: StructuredOutput | undefined): Turn {
+    let sent = false;
+    const turn = new Turn({
+      emit: (event) => this.host.emit(event),
+      structured,
+      onCancel: () => {
+        if (sent) this.sendCancel();
+      },
+    });
+    const unavailable = this.unavailable;
+    if (unavailable) {
+      turn.fail(unavailable);
+      return turn;
+    }
+    if (signal.aborted) {
+      turn.cancel();
+      return turn;
+    }
+    const active = this.requireActive();
+    const prompt = toAcpContent(content);
+    if (structured) prompt.push({ type: 'text', text: structured.instruction });
+    this.wireTurns.push(turn);
+    sent = true;
+    // The answer arrives through the pump, in order after the turn's updates.
+    active.prompt(prompt).catch(() => {});
+    const onAbort = (): void => turn.cancel();
+    signal.addEventListener('abort', onAbort, { once: true });
+    void turn.result.then(() => signal.removeEventListener('abort', onAbort));
+    return turn;
+  }
+
+  /** Resolves when the agent has answered every prompt sent (a cancelled turn's answer included). */
+  async whenIdle(timeoutMs: number): Promise<void> {
+    if (this.wireTurns.length === 0 || this.unavailable) return;
+    const idle = new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+    if (!(await within(idle, timeoutMs))) {
+      throw new SubagentError('RUN_STATE', `the agent has not answered the previous prompt within ${timeoutMs} ms`);
+    }
+  }
+
+  /** Cancel what runs, then close stdin → SIGTERM → SIGKILL, and reap. Idempotent. */
+  dispose(): Promise<void> {
+    this.disposal ??= (async () => {
+      for (const turn of this.wireTurns) turn.cancel();
+      await this.child.terminate(this.config.disposeGraceMs);
+      this.connection.close(new Error('disposed'));
+      this.active?.dispose();
+      this.log.debug({ exit: this.child.exitStatus }, 'acp agent disposed');
+    })();
+    return this.disposal;
+  }
+
+  private async handshake(cwd: string, signal: AbortSignal, needsImages: boolean): Promise<void> {
+    const agent = this.connection.agent;
+    let onAbort: (() => void) | undefined;
+    const timer = new AbortController();
+    const steps = async (): Promise<void> => {
+      const init = await agent.request(acp.methods.agent.initialize, {
+        protocolVersion: acp.PROTOCOL_VERSION,
+        clientCapabilities: {
+          fs: { readTextFile: this.config.fileAccess.read, writeTextFile: this.config.fileAccess.write },
+          terminal: false,
+        },
+        clientInfo: { name: 'subagentd', version: '0.1.0' },
+      });
+      if (init.protocolVersion !== acp.PROTOCOL_VERSION) {
+        throw new Error(`agent answered with ACP protocol version ${init.protocolVersion}; this client speaks ${acp.PROTOCOL_VERSION}`);
+      }
+      this.images = init.agentCapabilities?.promptCapabilities?.image === true;
+      if (needsImages && !this.images) {
+        throw new SubagentError('INVALID_REQUEST', 'the prompt has image content but the agent does not accept images', {
+          field: '/prompt',
+        });
+      }
+      this.step = 'session/new';
+      this.active = await agent.buildSession({ cwd, mcpServers: [] }).start();
+      this.id = this.active.sessionId;
+    };
+    try {
+      await Promise.race([
+        steps(),
+        sleep(this.config.initializeTimeoutMs, undefined, { signal: timer.signal }).then(
+          () => Promise.reject(new HandshakeTimeout()),
+          () => undefined,
+        ),
+        new Promise<never>((_, reject) => {
+          onAbort = () => reject(new HandshakeAborted());
+          signal.addEventListener('abort', onAbort, { once: true });
+        }),
+      ]);
+    } finally {
+      timer.abort();
+      if (onAbort) signal.removeEventListener('abort', onAbort);
+    }
+    if (signal.aborted) throw new HandshakeAborted();
+    void this.pump(this.requireActive());
+  }
+
+  /** Kill and reap a session that never became ready, and say why as a SubagentError. */
+  private async abandon(error: unknown): Promise<SubagentError> {
+    this.connection.close(error instanceof Error ? error : new Error(String(error)));
+    await this.child.terminate({ stdin: 0, term: this.config.disposeGraceMs.term });
+    if (error instanceof HandshakeAborted) return new SubagentError('ABORTED', 'start was cancelled before the agent was ready');
+    if (error instanceof SubagentError) return error;
+    const reason =
+      error instanceof HandshakeTimeout
+        ? `agent "${this.config.name}" was not ready within ${this.config.initializeTimeoutMs} ms (no answer to ${this.step})`
+        : `agent "${this.config.name}" failed during ${this.step}: ${this.violation?.message ?? message(error)}`;
+    return startFailed(describeFailure(reason, this.child.describeExit(), await this.child.finalStderrTail()));
+  }
+
+  /**
+   * Apply session updates and prompt answers strictly in arrival order. The SDK's active
+   * session queues both in one FIFO, so a turn never ends before its last chunk is applied.
+   */
+  private async pump(active: acp.ActiveSession): Promise<void> {
+    for (;;) {
+      let next: acp.ActiveSessionMessage;
+      try {
+        next = await active.nextUpdate();
+      } catch (error) {
+        if (this.closed || this.connection.signal.aborted || this.disposal) return; // onClosed fails the turns
+        this.wireTurns.shift()?.fail(`agent answered session/prompt with an error: ${message(error)}`);
+        this.notifyIfIdle();
+        continue;
+      }
+      if (next.kind === 'session_update') {
+        // Updates outside a turn (e.g. available commands after session/new) have no run to go to.
+        this.wireTurns[0]?.applyUpdate(next.update);
+      } else {
+        this.wireTurns.shift()?.finish(next.stopReason);
+        this.notifyIfIdle();
+      }
+    }
+  }
+
+  private notifyIfIdle(): void {
+    if (this.wireTurns.length > 0) return;
+    for (const resolve of this.idleWaiters.splice(0)) resolve();
+  }
+
+  private requireActive(): acp.ActiveSession {
+    if (!this.active) throw new Error('session not created');
+    return this.active;
+  }
+
+  private sendCancel(): void {
+    if (this.id === undefined || this.unavailable) return;
+    this.connection.agent.notify(acp.methods.agent.session.cancel, { sessionId: this.id }).catch(() => {});
+  }
+
+  private onViolation(violation: ProtocolViolation): void {
+    this.violation ??= violation;
+    this.log.warn({ err: violation }, 'acp agent broke the protocol; stopping it');
+    this.connection.close(violation);
+    void this.child.terminate({ stdin: 0, term: this.config.disposeGraceMs.term });
+  }
+
+  /** The connection is gone: fail what still waits on the agent, saying how the agent ended. */
+  private async onClosed(): Promise<void> {
+    this.closed = true;
+    if (this.disposal) {
+      // Disposal cancelled these turns already; nothing will answer them now.
+      this.wireTurns.splice(0);
+      this.notifyIfIdle();
+      return;
+    }
+    const reason = this.violation?.message ?? "the agent's ACP connection closed";
+    await within(this.child.exited, EXIT_REPORT_WAIT_MS);
+    const exit = this.child.describeExit();
+    // An agent that closed its protocol channel but lives on is of no further use.
+    if (!exit) void this.child.terminate({ stdin: 0, term: this.config.disposeGraceMs.term });
+    this.deathDiagnostic = describeFailure(
+      reason,
+      exit ?? `agent (pid ${this.child.pid}) was still running and is being stopped`,
+      await this.child.finalStderrTail(),
+    );
+    for (const turn of this.wireTurns.splice(0)) turn.fail(this.deathDiagnostic);
+    this.notifyIfIdle();
+  }
+}
+
+async function assertDirectory(path: string, what: string): Promise<void> {
+  const info = await stat(path).catch(() => undefined);
+  if (!info?.isDirectory()) throw startFailed(`${what} ${path} is not an existing directory`);
+}

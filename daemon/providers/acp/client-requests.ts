@@ -1,0 +1,128 @@
+/**
+ * The requests an agent makes of its client, answered for one session: permission by policy
+ * (or by asking the owning client), and files rooted at the parent's cwd. Methods not
+ * registered here — terminal/*, elicitation, anything unknown, fs/* not offered — get the SDK's
+ * method-not-found answer, matching the capabilities sent at initialize.
+ */
+import * as acp from '@agentclientprotocol/sdk';
+import type { Logger } from 'pino';
+import type { RunHost } from '../../provider.js';
+import type { ResolvedAcpConfig } from './config.js';
+import { allowOutcome, cancelledOutcome, denyOutcome } from './permission-policy.js';
+import type { Turn } from './turn.js';
+import { WorkspaceFsError, type WorkspaceFs } from './workspace-fs.js';
+
+export interface ClientRequestContext {
+  readonly config: ResolvedAcpConfig;
+  readonly fs: WorkspaceFs | undefined;
+  readonly host: RunHost;
+  readonly log: Logger;
+  /** The ACP session id, once `session/new` has answered. */
+  sessionId(): string | undefined;
+  /** The turn the agent is working on (its prompt not yet answered), if any. */
+  currentTurn(): Turn | undefined;
+}
+
+export function buildClientApp(ctx: ClientRequestContext): acp.ClientApp {
+  const app = acp.client({ name: 'subagentd' });
+  app.onRequest(acp.methods.client.session.requestPermission, async ({ params, signal }) => {
+    assertSession(ctx, params.sessionId);
+    return { outcome: await answerPermission(ctx, params, signal) };
+  });
+  const { fs } = ctx;
+  if (fs && ctx.config.fileAccess.read) {
+    app.onRequest(acp.methods.client.fs.readTextFile, async ({ params }) => {
+      assertSession(ctx, params.sessionId);
+      try {
+        return { content: await fs.readText(params.path, params.line, params.limit) };
+      } catch (error) {
+        throw toRequestError(error);
+      }
+    });
+  }
+  if (fs && ctx.config.fileAccess.write) {
+    app.onRequest(acp.methods.client.fs.writeTextFile, async ({ params }) => {
+      assertSession(ctx, params.sessionId);
+      try {
+        await fs.writeText(params.path, params.content);
+        return {};
+      } catch (error) {
+        throw toRequestError(error);
+      }
+    });
+  }
+  return app;
+}
+
+function assertSession(ctx: ClientRequestContext, sessionId: string): void {
+  const ours = ctx.sessionId();
+  if (ours === undefined || sessionId !== ours) throw acp.RequestError.sessionNotFound(sessionId);
+}
+
+async function answerPermission(
+  ctx: ClientRequestContext,
+  params: acp.RequestPermissionRequest,
+  requestSignal: AbortSignal,
+): Promise<acp.RequestPermissionOutcome> {
+  const turn = ctx.currentTurn();
+  // A request outside a live turn (e.g. after a cancel) can only be answered `cancelled`.
+  if (!turn || turn.settled) return cancelledOutcome();
+  switch (ctx.config.permission) {
+    case 'allow':
+      return allowOutcome(params.options);
+    case 'deny':
+      return denyOutcome(params.options);
+    case 'ask':
+      return askHost(ctx, params, AbortSignal.any([requestSignal, turn.cancelSignal]));
+    default: {
+      const unknownPolicy: never = ctx.config.permission;
+      throw new Error(`unknown permission policy ${String(unknownPolicy)}`);
+    }
+  }
+}
+
+/** Relay the question to the owning client; a cancel of the turn (or of the request) wins. */
+async function askHost(
+  ctx: ClientRequestContext,
+  params: acp.RequestPermissionRequest,
+  signal: AbortSignal,
+): Promise<acp.RequestPermissionOutcome> {
+  if (signal.aborted) return cancelledOutcome();
+  const { toolCall } = params;
+  const title = toolCall.title ?? toolCall.name ?? `tool call ${toolCall.toolCallId}`;
+  const options = params.options.map(({ optionId, name, kind }) => ({ optionId, name, kind }));
+  const aborted = new Promise<'aborted'>((resolve) => signal.addEventListener('abort', () => resolve('aborted'), { once: true }));
+  try {
+    const answer = await Promise.race([ctx.host.askPermission({ title, options }, signal), aborted]);
+    if (answer === 'aborted' || signal.aborted || answer.outcome === 'cancelled') return cancelledOutcome();
+    if (params.options.some((option) => option.optionId === answer.optionId)) {
+      return { outcome: 'selected', optionId: answer.optionId };
+    }
+    ctx.log.warn({ optionId: answer.optionId }, 'permission answer names an option the agent did not offer; denying');
+    return denyOutcome(params.options);
+  } catch (error) {
+    if (signal.aborted) return cancelledOutcome();
+    ctx.log.warn({ err: error }, 'permission prompt failed; denying');
+    return denyOutcome(params.options);
+  }
+}
+
+/** File errors as JSON-RPC errors: -32002 missing, -32602 refused, -32603 anything else. */
+function toRequestError(error: unknown): unknown {
+  if (!(error instanceof WorkspaceFsError)) return error;
+  switch (error.kind) {
+    case 'not-found':
+      return new acp.RequestError(-32002, error.message);
+    case 'io':
+      return new acp.RequestError(-32603, error.message);
+    case 'invalid-path':
+    case 'outside-root':
+    case 'not-a-file':
+    case 'too-large':
+      return new acp.RequestError(-32602, error.message);
+    default: {
+      const unknownKind: never = error.kind;
+      return new acp.RequestError(-32603, `unexpected file error ${String(unknownKind)}`);
+    }
+  }
+}

@@ -1,0 +1,103 @@
+/**
+ * Configuration of one ACP provider (one external agent command), and its validated,
+ * defaults-applied form. Invalid configuration throws at provider creation, never at a start.
+ */
+import { isAbsolute } from 'node:path';
+
+export type AcpPermissionPolicy = 'allow' | 'deny' | 'ask';
+
+export interface AcpProviderConfig {
+  /** Provider name in the registry. */
+  readonly name: string;
+  /** The agent executable: an absolute path, a path relative to the spawn cwd, or a name on PATH. */
+  readonly command: string;
+  readonly args?: readonly string[];
+  /** Extra environment for the agent, on top of the minimal safe base (PATH, HOME, LANG). */
+  readonly env?: Readonly<Record<string, string>>;
+  /** Absolute working directory of the agent process; default: the parent's cwd. */
+  readonly cwd?: string;
+  /** How `session/request_permission` is answered. Default 'deny'. */
+  readonly permission?: AcpPermissionPolicy;
+  /** Which `fs/*` client methods are offered, rooted at the parent's cwd. Default read only. */
+  readonly fileAccess?: { readonly read: boolean; readonly write: boolean };
+  /**
+   * Bound on each wait for a protocol answer outside a prompt turn: the handshake (spawn →
+   * session created) and, on resume, the agent's answer to a cancelled turn. Default 10 s.
+   */
+  readonly initializeTimeoutMs?: number;
+  /** Dispose ladder: wait after closing stdin, then after SIGTERM, before SIGKILL. */
+  readonly disposeGraceMs?: { readonly stdin: number; readonly term: number };
+}
+
+export interface ResolvedAcpConfig {
+  readonly name: string;
+  readonly command: string;
+  readonly args: readonly string[];
+  readonly env: Readonly<Record<string, string>>;
+  readonly cwd: string | undefined;
+  readonly permission: AcpPermissionPolicy;
+  readonly fileAccess: { readonly read: boolean; readonly write: boolean };
+  readonly initializeTimeoutMs: number;
+  readonly disposeGraceMs: { readonly stdin: number; readonly term: number };
+}
+
+export const ACP_DEFAULTS = {
+  permission: 'deny',
+  fileAccess: { read: true, write: false },
+  initializeTimeoutMs: 10_000,
+  disposeGraceMs: { stdin: 6_000, term: 3_000 },
+} as const;
+
+function fail(name: string, message: string): never {
+  throw new TypeError(`acp provider "${name}": ${message}`);
+}
+
+function checkDuration(name: string, field: string, value: number): number {
+  // setTimeout clamps above 2^31-1 ms to 1 ms, which would turn a long grace into none.
+  if (!Number.isFinite(value) || value < 0 || value > 2_147_483_647) {
+    fail(name, `${field} must be a finite number of milliseconds between 0 and 2147483647`);
+  }
+  return value;
+}
+
+export function resolveAcpConfig(config: AcpProviderConfig): ResolvedAcpConfig {
+  const name = config.name;
+  if (typeof name !== 'string' || name.length === 0) throw new TypeError('acp provider: name must be a non-empty string');
+  if (typeof config.command !== 'string' || config.command.length === 0) fail(name, 'command must be a non-empty string');
+  const args = config.args ?? [];
+  if (!Array.isArray(args) || args.some((a) => typeof a !== 'string')) fail(name, 'args must be an array of strings');
+  const env = config.env ?? {};
+  for (const [key, value] of Object.entries(env)) {
+    if (typeof value !== 'string') fail(name, `env.${key} must be a string`);
+  }
+  if (config.cwd !== undefined && (typeof config.cwd !== 'string' || !isAbsolute(config.cwd))) {
+    fail(name, 'cwd must be an absolute path');
+  }
+  const permission = config.permission ?? ACP_DEFAULTS.permission;
+  if (permission !== 'allow' && permission !== 'deny' && permission !== 'ask') {
+    fail(name, `permission must be 'allow', 'deny' or 'ask'`);
+  }
+  const fileAccess = config.fileAccess ?? ACP_DEFAULTS.fileAccess;
+  if (typeof fileAccess.read !== 'boolean' || typeof fileAccess.write !== 'boolean') {
+    fail(name, 'fileAccess must be { read: boolean, write: boolean }');
+  }
+  const grace = config.disposeGraceMs ?? ACP_DEFAULTS.disposeGraceMs;
+  return {
+    name,
+    command: config.command,
+    args: [...args],
+    env: { ...env },
+    cwd: config.cwd,
+    permission,
+    fileAccess: { read: fileAccess.read, write: fileAccess.write },
+    initializeTimeoutMs: checkDuration(
+      name,
+      'initializeTimeoutMs',
+      config.initializeTimeoutMs ?? ACP_DEFAULTS.initializeTimeoutMs,
+    ),
+    disposeGraceMs: {
+      stdin: checkDuration(name, 'disposeGraceMs.stdin', grace.stdin),
+      term: checkDuration(name, 'disposeGraceMs.term', grace.term),
+    },
+  };
+}

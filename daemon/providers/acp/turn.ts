@@ -1,0 +1,183 @@
+/**
+ * One prompt turn: folds the agent's `session/update`s (applied in arrival order by the
+ * session's pump) into streamed run events and the final output, and settles exactly once —
+ * on the agent's stop reason, a local cancel, or a failure of the agent or its connection.
+ */
+import type * as acp from '@agentclientprotocol/sdk';
+import type { ContentBlock, RunEvent, SubagentResult, SubagentStopReason } from '../../../protocol/index.js';
+import { boundUtf8 } from './diagnostic.js';
+import { mapStopReason } from './stop-reason.js';
+import type { StructuredOutput } from './structured-output.js';
+
+export interface TurnOptions {
+  readonly emit: (event: RunEvent) => void;
+  readonly structured: StructuredOutput | undefined;
+  /** Runs once when the turn is cancelled locally: tell the agent (`session/cancel`). */
+  readonly onCancel: () => void;
+}
+
+/** One assistant message, as far as ACP lets us tell messages apart. */
+interface Message {
+  messageId: string | undefined;
+  text: string;
+}
+
+export class Turn {
+  readonly result: Promise<SubagentResult>;
+  private settle!: (result: SubagentResult) => void;
+  private outcome: SubagentStopReason | undefined;
+  private readonly cancelled = new AbortController();
+  private readonly messages: Message[] = [];
+  /** A tool call happened since the last chunk: the next chunk starts a new message. */
+  private boundary = true;
+  private readonly toolNames = new Map<string, string>();
+
+  constructor(private readonly options: TurnOptions) {
+    this.result = new Promise((resolve) => {
+      this.settle = resolve;
+    });
+  }
+
+  get settled(): boolean {
+    return this.outcome !== undefined;
+  }
+
+  get stopReason(): SubagentStopReason | undefined {
+    return this.outcome;
+  }
+
+  /** Aborted by a local cancel, so outstanding permission prompts can answer `cancelled`. */
+  get cancelSignal(): AbortSignal {
+    return this.cancelled.signal;
+  }
+
+  applyUpdate(update: acp.SessionUpdate): void {
+    if (this.settled) return;
+    switch (update.sessionUpdate) {
+      case 'agent_message_chunk':
+        if (update.content.type === 'text') {
+          this.appendText(update.content.text, update.messageId ?? undefined);
+          this.options.emit({ kind: 'text-delta', text: update.content.text });
+        }
+        return;
+      case 'agent_thought_chunk':
+        if (update.content.type === 'text') this.options.emit({ kind: 'reasoning-delta', text: update.content.text });
+        return;
+      case 'tool_call': {
+        this.boundary = true;
+        const name = update.name ?? update.title;
+        this.toolNames.set(update.toolCallId, name);
+        this.options.emit({
+          kind: 'session',
+          event: {
+            type: 'assistant/message',
+            content: [],
+            toolCalls: [{ id: update.toolCallId, name, arguments: JSON.stringify(update.rawInput ?? {}) }],
+          },
+        });
+        this.emitToolResult(update.toolCallId, update.status ?? undefined, update.content ?? undefined);
+        return;
+      }
+      case 'tool_call_update':
+        this.boundary = true;
+        this.emitToolResult(update.toolCallId, update.status ?? undefined, update.content ?? undefined);
+        return;
+      default:
+        // Plans, mode and usage updates carry nothing the seam's result or events represent.
+        return;
+    }
+  }
+
+  /** The agent answered `session/prompt`. */
+  finish(stopReason: string): void {
+    if (this.settled) return;
+    const reason = mapStopReason(stopReason);
+    const text = this.finalText();
+    if (reason === 'error') {
+      this.resolveWith({ output: blocks(text), stopReason: 'error', diagnostic: boundUtf8(`agent ended the turn with unknown stop reason ${JSON.stringify(stopReason)}`) });
+      return;
+    }
+    if (reason === 'completed' && this.options.structured) {
+      const checked = this.options.structured.check(text);
+      this.resolveWith(
+        checked.ok
+          ? { output: blocks(text), structured: checked.value, stopReason: 'completed' }
+          : { output: blocks(text), stopReason: 'error', diagnostic: checked.diagnostic },
+      );
+      return;
+    }
+    this.resolveWith({ output: blocks(text), stopReason: reason });
+  }
+
+  /** The agent or its connection failed; whatever text arrived is kept as partial output. */
+  fail(diagnostic: string): void {
+    if (this.settled) return;
+    this.resolveWith({ output: blocks(this.finalText()), stopReason: 'error', diagnostic: boundUtf8(diagnostic) });
+  }
+
+  /** Settle `aborted` now; the agent's own answer to the cancel is not awaited. */
+  cancel(): void {
+    if (this.settled) return;
+    this.resolveWith({ output: blocks(this.finalText()), stopReason: 'aborted' });
+    this.cancelled.abort();
+    this.options.onCancel();
+  }
+
+  /** The last non-empty assistant message of this turn. */
+  finalText(): string {
+    for (let i = this.messages.length - 1; i >= 0; i--) {
+      const text = this.messages[i]?.text ?? '';
+      if (text.trim() !== '') return text;
+    }
+    return '';
+  }
+
+  private resolveWith(result: SubagentResult): void {
+    this.outcome = result.stopReason;
+    this.settle(result);
+  }
+
+  private appendText(text: string, messageId: string | undefined): void {
+    const last = this.messages.at(-1);
+    const sameMessage =
+      last !== undefined && !this.boundary && (messageId === undefined || last.messageId === undefined || messageId === last.messageId);
+    if (sameMessage) {
+      last.text += text;
+      last.messageId ??= messageId;
+    } else {
+      this.messages.push({ messageId, text });
+    }
+    this.boundary = false;
+  }
+
+  private emitToolResult(id: string, status: acp.ToolCallStatus | undefined, content: acp.ToolCallContent[] | undefined): void {
+    if (status !== 'completed' && status !== 'failed') return;
+    this.options.emit({
+      kind: 'session',
+      event: {
+        type: 'tool/result',
+        callId: id,
+        name: this.toolNames.get(id) ?? id,
+        content: (content ?? []).flatMap(describeToolContent),
+        isError: status === 'failed',
+      },
+    });
+  }
+}
+
+function blocks(text: string): ContentBlock[] {
+  return text === '' ? [] : [{ type: 'text', text }];
+}
+
+function describeToolContent(item: acp.ToolCallContent): ContentBlock[] {
+  switch (item.type) {
+    case 'content':
+      return item.content.type === 'text' ? [{ type: 'text', text: item.content.text }] : [];
+    case 'diff':
+      return [{ type: 'text', text: `[diff] ${item.path}` }];
+    case 'terminal':
+      return [{ type: 'text', text: `[terminal] ${item.terminalId}` }];
+    default:
+      return [];
+  }
+}

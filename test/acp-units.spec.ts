@@ -1,0 +1,274 @@
+/**
+ * The acp provider's small parts on their own: containment rules of the rooted file access,
+ * the stdout guard, stderr ring, bounded diagnostics, permission policy, stop reasons, env,
+ * config and structured-output checks, and how a turn tells messages apart.
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm, symlink, writeFile, chmod } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { RunEvent } from '../protocol/index.js';
+import { ByteRing } from '../daemon/providers/acp/byte-ring.js';
+import { buildChildEnv, resolveCommand } from '../daemon/providers/acp/child-env.js';
+import { resolveAcpConfig } from '../daemon/providers/acp/config.js';
+import { boundUtf8, describeFailure } from '../daemon/providers/acp/diagnostic.js';
+import { guardNdJson, ProtocolViolation } from '../daemon/providers/acp/nd-json-guard.js';
+import { allowOutcome, denyOutcome } from '../daemon/providers/acp/permission-policy.js';
+import { mapStopReason } from '../daemon/providers/acp/stop-reason.js';
+import { compileStructuredOutput } from '../daemon/providers/acp/structured-output.js';
+import { Turn } from '../daemon/providers/acp/turn.js';
+import { WorkspaceFs, WorkspaceFsError } from '../daemon/providers/acp/workspace-fs.js';
+
+describe('WorkspaceFs', () => {
+  let root: string;
+  let outside: string;
+  beforeEach(async () => {
+    root = await mkdtemp(join(tmpdir(), 'acp-fs-root-'));
+    outside = await mkdtemp(join(tmpdir(), 'acp-fs-out-'));
+  });
+  afterEach(async () => {
+    await rm(root, { recursive: true, force: true });
+    await rm(outside, { recursive: true, force: true });
+  });
+
+  const kindOf = (promise: Promise<unknown>): Promise<string | undefined> =>
+    promise.then(
+      () => undefined,
+      (error: unknown) => (error instanceof WorkspaceFsError ? error.kind : `unexpected ${String(error)}`),
+    );
+
+  it('slices by 1-based line and line limit', async () => {
+    await writeFile(join(root, 'f.txt'), 'a\nb\nc\nd');
+    const fs = await WorkspaceFs.open(root);
+    expect(await fs.readText(join(root, 'f.txt'), 2, 2)).toBe('b\nc');
+    expect(await fs.readText(join(root, 'f.txt'), 3)).toBe('c\nd');
+    expect(await fs.readText(join(root, 'f.txt'), null, 1)).toBe('a');
+  });
+
+  it('contains by real path, so a root reached through a symlink still works', async () => {
+    const viaLink = join(outside, 'root-link');
+    await symlink(root, viaLink);
+    await writeFile(join(root, 'f.txt'), 'x');
+    const fs = await WorkspaceFs.open(viaLink);
+    expect(await fs.readText(join(viaLink, 'f.txt'))).toBe('x');
+    expect(await fs.readText(join(root, 'f.txt'))).toBe('x');
+  });
+
+  it('does not mistake a sibling with the root as prefix for the inside', async () => {
+    const sibling = `${root}-sibling`;
+    await writeFile(sibling, 'nope');
+    try {
+      const fs = await WorkspaceFs.open(root);
+      expect(await kindOf(fs.readText(sibling))).toBe('outside-root');
+    } finally {
+      await rm(sibling, { force: true });
+    }
+  });
+
+  it('refuses FIFOs and directories without opening them', async () => {
+    execFileSync('mkfifo', [join(root, 'pipe')]);
+    const fs = await WorkspaceFs.open(root);
+    // Opening a FIFO for reading would block until a writer appears.
+    expect(await kindOf(fs.readText(join(root, 'pipe')))).toBe('not-a-file');
+    expect(await kindOf(fs.readText(root))).toBe('not-a-file');
+    expect(await kindOf(fs.writeText(join(root, 'pipe'), 'x'))).toBe('not-a-file');
+  });
+
+  it('refuses a dangling symlink that points outside instead of creating its target', async () => {
+    await symlink(join(outside, 'will-be-created.txt'), join(root, 'dangling'));
+    const fs = await WorkspaceFs.open(root);
+    expect(await kindOf(fs.writeText(join(root, 'dangling'), 'x'))).toBe('invalid-path');
+    expect(existsSync(join(outside, 'will-be-created.txt'))).toBe(false);
+  });
+});
+
+describe('guardNdJson', () => {
+  async function pipe(chunks: string[]): Promise<{ out: string; violation: ProtocolViolation | undefined; failed: boolean }> {
+    let violation: ProtocolViolation | undefined;
+    const source = new ReadableStream<Uint8Array>({
+      start(controller) {
+        for (const chunk of chunks) controller.enqueue(new TextEncoder().encode(chunk));
+        controller.close();
+      },
+    });
+    let out = '';
+    let failed = false;
+    try {
+      for await (const chunk of source.pipeThrough(guardNdJson((v) => (violation = v), 64))) out += new TextDecoder().decode(chunk);
+    } catch {
+      failed = true;
+    }
+    return { out, violation, failed };
+  }
+
+  it('passes JSON object lines through unchanged, split anywhere', async () => {
+    const result = await pipe(['{"jsonrpc":"2.0",', '"id":1}\n\n{"a"', ':2}\n']);
+    expect(result).toEqual({ out: '{"jsonrpc":"2.0","id":1}\n\n{"a":2}\n', violation: undefined, failed: false });
+  });
+
+  it('stops at a non-JSON line before passing it on', async () => {
+    const result = await pipe(['{"ok":1}\n', 'hello world\n{"later":1}\n']);
+    expect(result.failed).toBe(true);
+    expect(result.out).toBe('{"ok":1}\n');
+    expect(result.violation?.message).toContain('"hello world"');
+  });
+
+  it('treats JSON that is not an object, an unterminated last line, and an overlong line as violations', async () => {
+    expect((await pipe(['[1,2]\n'])).violation).toBeDefined();
+    expect((await pipe(['{"ok":1}\n', 'trailing'])).violation).toBeDefined();
+    expect((await pipe(['{"x":"' + 'y'.repeat(100)])).violation?.message).toContain('longer than 64 bytes');
+  });
+});
+
+describe('ByteRing and bounded diagnostics', () => {
+  it('keeps the last bytes and cuts on a character boundary', () => {
+    const ring = new ByteRing(8);
+    ring.push(Buffer.from('abcdef'));
+    ring.push(Buffer.from('ghij'));
+    expect(ring.tail(100)).toBe('cdefghij');
+    ring.push(Buffer.from('ééé')); // 6 bytes
+    expect(ring.byteLength).toBe(8);
+    expect(ring.tail(5)).toBe('éé'); // 5 bytes start mid-character: the half is dropped
+    ring.push(Buffer.from('0123456789'));
+    expect(ring.tail(8)).toBe('23456789');
+  });
+
+  it('caps diagnostics at 4 KiB of UTF-8, visibly', () => {
+    const long = 'é'.repeat(5000);
+    const bounded = boundUtf8(long);
+    expect(Buffer.byteLength(bounded)).toBeLessThanOrEqual(4096);
+    expect(bounded.endsWith('…[truncated]')).toBe(true);
+    expect(bounded).not.toContain('\uFFFD');
+    expect(describeFailure('boom', 'agent exited with code 1', '')).toBe('boom; agent exited with code 1; stderr was empty');
+  });
+});
+
+describe('permission policy', () => {
+  const options = [
+    { optionId: 'ra', name: 'Never', kind: 'reject_always' as const },
+    { optionId: 'aa', name: 'Always', kind: 'allow_always' as const },
+    { optionId: 'ro', name: 'No', kind: 'reject_once' as const },
+    { optionId: 'ao', name: 'Yes', kind: 'allow_once' as const },
+  ];
+
+  it('prefers one-shot options and falls back sensibly', () => {
+    expect(allowOutcome(options)).toEqual({ outcome: 'selected', optionId: 'ao' });
+    expect(denyOutcome(options)).toEqual({ outcome: 'selected', optionId: 'ro' });
+    expect(allowOutcome(options.filter((o) => o.kind !== 'allow_once'))).toEqual({ outcome: 'selected', optionId: 'aa' });
+    expect(allowOutcome(options.filter((o) => o.kind.startsWith('reject')))).toEqual({ outcome: 'selected', optionId: 'ro' });
+    expect(denyOutcome(options.filter((o) => o.kind.startsWith('allow')))).toEqual({ outcome: 'cancelled' });
+    expect(denyOutcome([])).toEqual({ outcome: 'cancelled' });
+  });
+});
+
+describe('stop reasons', () => {
+  it('maps ACP reasons and treats the unknown as error', () => {
+    expect(['end_turn', 'max_tokens', 'max_turn_requests', 'refusal', 'cancelled', 'exploded', ''].map(mapStopReason)).toEqual([
+      'completed',
+      'max-tokens',
+      'max-tokens',
+      'refusal',
+      'aborted',
+      'error',
+      'error',
+    ]);
+  });
+});
+
+describe('child environment and command', () => {
+  it('starts from PATH, HOME and LANG only, then config, then request', () => {
+    const env = buildChildEnv(
+      { PATH: '/bin', HOME: '/home/u', LANG: 'C.UTF-8', AWS_SECRET_ACCESS_KEY: 'x', DEEPSEEK_API_KEY: 'y' },
+      { A: 'config', B: 'config' },
+      { B: 'request' },
+    );
+    expect(env).toEqual({ PATH: '/bin', HOME: '/home/u', LANG: 'C.UTF-8', A: 'config', B: 'request' });
+  });
+
+  it('resolves bare names on absolute PATH entries only, and requires the execute bit', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'acp-bin-'));
+    try {
+      await writeFile(join(dir, 'agent'), '#!/bin/sh\n');
+      await chmod(join(dir, 'agent'), 0o755);
+      await writeFile(join(dir, 'plain'), '');
+      expect(await resolveCommand('agent', `relative:${dir}`, '/')).toBe(join(dir, 'agent'));
+      expect(await resolveCommand('agent', 'relative', dir)).toBeUndefined();
+      expect(await resolveCommand('plain', dir, '/')).toBeUndefined();
+      expect(await resolveCommand('./agent', undefined, dir)).toBe(join(dir, 'agent'));
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('config', () => {
+  it('applies the documented defaults', () => {
+    expect(resolveAcpConfig({ name: 'a', command: 'agent' })).toEqual({
+      name: 'a',
+      command: 'agent',
+      args: [],
+      env: {},
+      cwd: undefined,
+      permission: 'deny',
+      fileAccess: { read: true, write: false },
+      initializeTimeoutMs: 10_000,
+      disposeGraceMs: { stdin: 6_000, term: 3_000 },
+    });
+  });
+
+  it('rejects values that would misbehave later', () => {
+    expect(() => resolveAcpConfig({ name: 'a', command: 'x', permission: 'maybe' as 'ask' })).toThrow(/permission/);
+    expect(() => resolveAcpConfig({ name: 'a', command: 'x', disposeGraceMs: { stdin: 2 ** 31, term: 0 } })).toThrow(/stdin/);
+    expect(() => resolveAcpConfig({ name: 'a', command: 'x', env: { A: 1 as unknown as string } })).toThrow(/env\.A/);
+  });
+});
+
+describe('structured output check', () => {
+  const structured = compileStructuredOutput({ type: 'object', properties: { n: { type: 'integer' } }, required: ['n'] });
+
+  it('accepts surrounding whitespace and a whole-message fence, nothing else', () => {
+    expect(structured.check('  {"n": 1}\n')).toEqual({ ok: true, value: { n: 1 } });
+    expect(structured.check('```\n{"n": 2}\n```')).toEqual({ ok: true, value: { n: 2 } });
+    expect(structured.check('Here you go: {"n": 3}').ok).toBe(false);
+    expect(structured.check('{"n": 1.5}')).toMatchObject({ ok: false, diagnostic: expect.stringContaining('/n must be integer') });
+  });
+});
+
+describe('Turn', () => {
+  const turnWith = (events: RunEvent[] = []): Turn => new Turn({ emit: (e) => events.push(e), structured: undefined, onCancel: () => {} });
+  const chunk = (text: string, messageId?: string) => ({
+    sessionUpdate: 'agent_message_chunk' as const,
+    content: { type: 'text' as const, text },
+    ...(messageId ? { messageId } : {}),
+  });
+
+  it('returns the last non-empty message, split by message id or a tool call', async () => {
+    const turn = turnWith();
+    turn.applyUpdate(chunk('first ', 'm1'));
+    turn.applyUpdate(chunk('message', 'm1'));
+    turn.applyUpdate(chunk('second', 'm2'));
+    expect(turn.finalText()).toBe('second');
+    turn.applyUpdate({ sessionUpdate: 'tool_call', toolCallId: 't', title: 'T' });
+    turn.applyUpdate(chunk('   '));
+    expect(turn.finalText()).toBe('second');
+    turn.finish('end_turn');
+    expect(await turn.result).toEqual({ output: [{ type: 'text', text: 'second' }], stopReason: 'completed' });
+  });
+
+  it('settles once: a cancel wins over a later answer and silences later updates', async () => {
+    const events: RunEvent[] = [];
+    let cancels = 0;
+    const turn = new Turn({ emit: (e) => events.push(e), structured: undefined, onCancel: () => cancels++ });
+    turn.applyUpdate(chunk('partial'));
+    turn.cancel();
+    turn.cancel();
+    turn.applyUpdate(chunk(' more'));
+    turn.finish('end_turn');
+    expect(await turn.result).toEqual({ output: [{ type: 'text', text: 'partial' }], stopReason: 'aborted' });
+    expect(cancels).toBe(1);
+    expect(turn.cancelSignal.aborted).toBe(true);
+    expect(events).toEqual([{ kind: 'text-delta', text: 'partial' }]);
+  });
+});
