@@ -56,3 +56,4 @@ export type {
   ToolFilter,
   Usage,
 } from '../protocol/index.js';
+export { DaemonOps } from './daemon-ops.js';

@@ -35,6 +35,7 @@ import { EventHub } from './event-hub.js';
 import { LocalProviders } from './local-providers.js';
 import { toParentRef } from './parent-ref.js';
 import { ProviderDirectory } from './provider-directory.js';
+import { DaemonOps } from './daemon-ops.js';
 import type { RpcChannel } from './rpc-channel.js';
 import { createRunHandle, type RunControls } from './run-handle.js';
 import { RunRecord } from './run-record.js';
@@ -73,6 +74,7 @@ export class RemoteSubagentService {
   private readonly runs = new RunTable();
   private readonly logger: ClientLogger;
   private identity: DaemonIdentity | undefined;
+  private opsSurface: DaemonOps | undefined;
   private daemonProtocol = '';
   private readonly controls: RunControls = {
     dispose: (record) => this.disposeRun(record),
@@ -116,6 +118,12 @@ export class RemoteSubagentService {
     service.daemonProtocol = answer.protocolVersion;
     service.directory.seed(answer.providers);
     return service;
+  }
+
+  /** Status, run list, inspect, attach and shutdown: the daemon's operations surface. */
+  get ops(): DaemonOps {
+    this.opsSurface ??= new DaemonOps(this.channel, this.options.requestTimeoutMs);
+    return this.opsSurface;
   }
 
   /** The daemon's identity from `initialize`; `epoch` changes when the daemon restarts. */

@@ -272,6 +272,21 @@ export const clientInboundSchemas = {
     ['runId', 'event'],
   ),
   'runs/list#result': obj({ runs: arr(runInfo, 1_000_000) }, ['runs'], true),
+  'run/inspect#result': obj({ run: runInfo, header: { type: 'object' }, events: arr(sessionEvent, 1_000_000) }, ['run']),
+  'daemon/status#result': obj(
+    {
+      daemon: identity,
+      protocolVersion: nonEmpty(64),
+      uptimeMs: count,
+      stateDir: str(),
+      connections: count,
+      runs: { type: 'object', additionalProperties: count },
+      providers: arr(nonEmpty(128), 1024),
+      shuttingDown: { type: 'boolean' },
+    },
+    ['daemon', 'protocolVersion', 'uptimeMs', 'stateDir', 'connections', 'runs', 'providers', 'shuttingDown'],
+    true,
+  ),
   'tool/call': obj({ runId, callId: nonEmpty(512), name: toolName, arguments: {} }, ['runId', 'callId', 'name']),
   'permission/request': obj(
     {

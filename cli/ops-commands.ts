@@ -1,0 +1,210 @@
+/** The ops commands: start, stop, restart, status, runs, inspect, logs. */
+import { existsSync, readFileSync, statSync, watchFile, unwatchFile, openSync, readSync, closeSync } from 'node:fs';
+import { join } from 'node:path';
+import type { SessionEvent, SessionHeader } from '../protocol/index.js';
+import { SubagentError, type RunInfo, type RunState } from '../protocol/index.js';
+import { ensureDaemon, socketAnswers } from '../client/auto-start.js';
+import { readSessionFile } from '../daemon/agent/session/session-reader.js';
+import type { CommonSettings } from '../daemon/cli/options.js';
+import { stateFiles } from '../daemon/paths.js';
+import { openClient } from './daemon-client.js';
+import { bytes, duration, since, table } from './format.js';
+
+const print = (text: string): void => void process.stdout.write(`${text}\n`);
+
+export async function startCommand(settings: CommonSettings): Promise<number> {
+  const outcome = await ensureDaemon({
+    socket: settings.socket,
+    stateDir: settings.stateDir,
+    ...(settings.configPath !== undefined && { config: settings.configPath }),
+  });
+  const client = await openClient(settings, { autoStart: false });
+  const { pid } = client.daemon;
+  await client.close();
+  if (settings.json) print(JSON.stringify({ outcome, pid, socket: settings.socket }));
+  else print(outcome === 'started' ? `subagentd started (pid ${pid}) on ${settings.socket}` : `subagentd already running (pid ${pid}) on ${settings.socket}`);
+  return 0;
+}
+
+export async function stopCommand(settings: CommonSettings, drain: boolean, timeoutS: number): Promise<number> {
+  if (!(await socketAnswers(settings.socket))) {
+    print(`no daemon running at ${settings.socket}`);
+    return 0;
+  }
+  const client = await openClient(settings, { autoStart: false });
+  const { pid } = client.daemon;
+  await client.ops.shutdown({ drain, timeoutMs: timeoutS * 1000 });
+  await client.close();
+  if (drain) print(`draining (pid ${pid}): new starts are refused; running children get up to ${timeoutS} s`);
+  const deadline = Date.now() + timeoutS * 1000 + 10_000;
+  while (await socketAnswers(settings.socket)) {
+    if (Date.now() > deadline) throw new SubagentError('DAEMON_UNRESPONSIVE', `daemon pid ${pid} did not stop; check \`subagentd logs\``);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  print(`subagentd stopped (pid ${pid})`);
+  return 0;
+}
+
+export async function restartCommand(settings: CommonSettings, timeoutS: number): Promise<number> {
+  await stopCommand(settings, true, timeoutS);
+  return startCommand(settings);
+}
+
+export async function statusCommand(settings: CommonSettings): Promise<number> {
+  const client = await openClient(settings, { autoStart: false });
+  try {
+    const status = await client.ops.status();
+    if (settings.json) {
+      print(JSON.stringify(status, null, 2));
+      return 0;
+    }
+    const { daemon, runs, admission } = status;
+    print(`subagentd ${daemon.version}  pid ${daemon.pid}  up ${duration(status.uptimeMs)}${status.shuttingDown ? '  (shutting down)' : ''}`);
+    print(
+      table(
+        ['', ''],
+        [
+          ['socket', status.socket ?? settings.socket],
+          ['state dir', status.stateDir],
+          ['protocol', status.protocolVersion],
+          ['connections', String(status.connections)],
+          ['runs', `starting ${runs.starting}  running ${runs.running}  settled ${runs.settled}  disposed ${runs.disposed}`],
+          ['queue', `${admission.queued} waiting; limits ${admission.limits.maxConcurrentRuns} runs, ${admission.limits.maxRunsPerConnection} per connection, ${admission.limits.maxQueued} queued`],
+          ['providers', status.providers.join(', ')],
+          ['memory', `rss ${bytes(status.memory.rss)}  heap ${bytes(status.memory.heapUsed)}`],
+        ],
+      )
+        .split('\n')
+        .slice(1)
+        .join('\n'),
+    );
+    const shares = Object.entries(admission.byConnection);
+    if (shares.length > 0) {
+      print(table(['CONNECTION', 'CLIENT', 'RUNNING', 'QUEUED'], shares.map(([id, s]) => [id.slice(0, 8), s.client ?? '-', String(s.running), String(s.queued)])));
+    }
+    return 0;
+  } finally {
+    await client.close();
+  }
+}
+
+export async function runsCommand(settings: CommonSettings, filter: { state?: string; provider?: string }): Promise<number> {
+  const client = await openClient(settings, { autoStart: false });
+  try {
+    const runs = await client.ops.runs({
+      ...(filter.state !== undefined && { state: filter.state as RunState }),
+      ...(filter.provider !== undefined && { provider: filter.provider }),
+    });
+    if (settings.json) print(JSON.stringify(runs, null, 2));
+    else if (runs.length === 0) print('no runs');
+    else print(table(['RUN', 'STATE', 'PROVIDER', 'STOP REASON', 'STARTED', 'SETTLED'], runs.map(row)));
+    return 0;
+  } finally {
+    await client.close();
+  }
+}
+
+const row = (r: RunInfo): string[] => [r.runId, r.state, r.provider, r.stopReason ?? '-', since(r.startedAt), since(r.settledAt)];
+
+export async function inspectCommand(settings: CommonSettings, runId: string, follow: boolean): Promise<number> {
+  const client = await openClient(settings, { autoStart: false });
+  try {
+    let shown = 0;
+    for (;;) {
+      const { run, header: liveHeader, events: liveEvents } = await client.ops.inspect(runId);
+      // Not the owner: ops on the same machine read the session log itself (same user, 0600 files).
+      const session = liveHeader && liveEvents ? { header: liveHeader, events: liveEvents } : await readSession(settings, run.id);
+      if (settings.json) {
+        print(JSON.stringify({ run, ...session }, null, 2));
+        return 0;
+      }
+      if (shown === 0) {
+        print(table(['RUN', 'STATE', 'PROVIDER', 'STOP REASON', 'STARTED', 'SETTLED'], [row(run)]));
+        if (session?.header) print(describeHeader(session.header));
+      }
+      for (const event of session?.events.slice(shown) ?? []) print(describeEvent(event));
+      shown = session?.events.length ?? 0;
+      if (!follow || run.state !== 'running') return 0;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  } finally {
+    await client.close();
+  }
+}
+
+async function readSession(settings: CommonSettings, id: string): Promise<{ header: SessionHeader; events: SessionEvent[] } | undefined> {
+  const file = join(stateFiles(settings.stateDir).sessions, `${id}.jsonl`);
+  if (!existsSync(file)) return undefined;
+  const loaded = await readSessionFile(file);
+  return { header: loaded.header, events: [...loaded.events] };
+}
+
+const textOf = (content: ReadonlyArray<{ type: string; text?: string }>): string =>
+  content.map((b) => (b.type === 'text' ? (b.text ?? '') : `[${b.type}]`)).join('');
+const clip = (s: string, n = 400): string => (s.length > n ? `${s.slice(0, n)}… (${s.length} chars)` : s);
+
+function describeHeader(h: SessionHeader): string {
+  return `session ${h.id}  provider ${h.provider}  model ${h.model ?? '-'}  depth ${h.delegationDepth}\ncwd ${h.cwd}  parent ${h.parentSession ?? '-'}  created ${h.createdAt}`;
+}
+
+function describeEvent(e: SessionEvent): string {
+  const at = e.at ? `${e.at.slice(11, 19)} ` : '';
+  switch (e.type) {
+    case 'user/message':
+      return `${at}user: ${clip(textOf(e.content))}`;
+    case 'steering/message':
+      return `${at}steering: ${clip(textOf(e.content))}`;
+    case 'assistant/message':
+      return [`${at}assistant: ${clip(textOf(e.content))}`, ...(e.toolCalls ?? []).map((c) => `    → ${c.name}(${clip(c.arguments, 200)})`)].join('\n');
+    case 'tool/result':
+      return `${at}  ← ${e.name}${e.isError ? ' (error)' : ''}: ${clip(textOf(e.content), 200)}`;
+    case 'usage':
+      return `${at}usage: prompt ${e.usage.promptTokens}, completion ${e.usage.completionTokens}, cache hit ${e.usage.cacheHitTokens}`;
+    case 'turn/end':
+      return `${at}turn end: ${e.reason}${e.diagnostic ? ` (${e.diagnostic})` : ''}`;
+    default: {
+      const unknown: never = e;
+      return JSON.stringify(unknown);
+    }
+  }
+}
+
+export async function logsCommand(settings: CommonSettings, follow: boolean): Promise<number> {
+  const file = stateFiles(settings.stateDir).log;
+  if (!existsSync(file)) throw new SubagentError('UNKNOWN_RUN', `no daemon log at ${file}: has a daemon run with --state-dir ${settings.stateDir}?`);
+  const render = (text: string): void => {
+    for (const line of text.split('\n')) if (line) print(settings.json ? line : formatLogLine(line));
+  };
+  render(readFileSync(file, 'utf8'));
+  if (!follow) return 0;
+  let offset = statSync(file).size;
+  return new Promise<number>((resolve) => {
+    watchFile(file, { interval: 250 }, (current) => {
+      if (current.size <= offset) return;
+      const fd = openSync(file, 'r');
+      const buffer = Buffer.alloc(current.size - offset);
+      readSync(fd, buffer, 0, buffer.length, offset);
+      closeSync(fd);
+      offset = current.size;
+      render(buffer.toString('utf8'));
+    });
+    process.once('SIGINT', () => {
+      unwatchFile(file);
+      resolve(0);
+    });
+  });
+}
+
+const LEVELS: Record<number, string> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' };
+
+function formatLogLine(line: string): string {
+  try {
+    const { level, time, msg, pid: _pid, ...rest } = JSON.parse(line) as Record<string, unknown>;
+    const fields = Object.entries(rest)
+      .map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`)
+      .join(' ');
+    return `${new Date(Number(time)).toISOString()} ${(LEVELS[Number(level)] ?? String(level)).padEnd(5)} ${String(msg ?? '')} ${fields}`.trimEnd();
+  } catch {
+    return line;
+  }
+}

@@ -1,0 +1,110 @@
+/**
+ * `subagentd run PROMPT`: the main job. Connects to the shared daemon (starting it if none runs),
+ * delegates one task, shows progress on stderr while the child works, prints the result on
+ * stdout, and exits 0 only when the run completed. Ctrl-C cancels the child.
+ */
+import { readFileSync } from 'node:fs';
+import { isAbsolute, resolve } from 'node:path';
+import { SubagentError, type ObjectJsonSchema, type RunEvent, type SubagentResult } from '../protocol/index.js';
+import type { CommonSettings } from '../daemon/cli/options.js';
+import { openClient } from './daemon-client.js';
+
+export interface RunCommandOptions {
+  readonly prompt: string;
+  readonly provider: string;
+  readonly model: string | undefined;
+  readonly schemaFile: string | undefined;
+  readonly quiet: boolean;
+}
+
+/** `scripted:FILE` is read by the daemon, whose cwd is not ours: make the path absolute here. */
+export function absoluteModel(model: string | undefined, cwd = process.cwd()): string | undefined {
+  if (!model?.startsWith('scripted:')) return model;
+  const file = model.slice('scripted:'.length);
+  return `scripted:${isAbsolute(file) ? file : resolve(cwd, file)}`;
+}
+
+function readSchema(file: string): ObjectJsonSchema {
+  try {
+    return JSON.parse(readFileSync(file, 'utf8')) as ObjectJsonSchema;
+  } catch (error) {
+    throw new SubagentError('INVALID_REQUEST', `cannot read --schema ${file}: ${(error as Error).message}`, { field: '/outputSchema' });
+  }
+}
+
+/** Progress for a person watching: what the child says and which tools it uses. */
+function progressPrinter(): (event: RunEvent) => void {
+  let midLine = false;
+  const write = (text: string): void => void process.stderr.write(text);
+  const line = (text: string): void => {
+    if (midLine) write('\n');
+    midLine = false;
+    write(`${text}\n`);
+  };
+  return (event) => {
+    if (event.kind === 'text-delta') {
+      write(event.text);
+      midLine = !event.text.endsWith('\n');
+    } else if (event.kind === 'session') {
+      const e = event.event;
+      if (e.type === 'assistant/message') for (const call of e.toolCalls ?? []) line(`  → ${call.name} ${call.arguments}`);
+      else if (e.type === 'tool/result') line(`  ← ${e.name}${e.isError ? ' failed' : ''}`);
+      else if (e.type === 'turn/end') line(`  · turn ended: ${e.reason}`);
+    }
+  };
+}
+
+export async function runCommand(settings: CommonSettings, options: RunCommandOptions): Promise<number> {
+  const client = await openClient(settings, { autoStart: true });
+  const abort = new AbortController();
+  let interrupts = 0;
+  const onInterrupt = (): void => {
+    interrupts += 1;
+    if (interrupts > 1) process.exit(130);
+    process.stderr.write('\ncancelling the child (Ctrl-C again to quit at once)\n');
+    abort.abort();
+  };
+  process.on('SIGINT', onInterrupt);
+  const model = absoluteModel(options.model);
+  try {
+    const run = await client.start(options.provider, {
+      prompt: [{ type: 'text', text: options.prompt }],
+      parent: { sessionId: `cli-${process.pid}-${Date.now()}`, cwd: process.cwd() },
+      signal: abort.signal,
+      ...(model !== undefined && { agentOptions: { model } }),
+      ...(options.schemaFile !== undefined && { outputSchema: readSchema(options.schemaFile) }),
+      ...(!settings.json && !options.quiet && { onEvent: progressPrinter() }),
+    });
+    let result: SubagentResult;
+    try {
+      result = await run.result;
+    } finally {
+      await run.dispose();
+    }
+    const text = result.output.map((b) => (b.type === 'text' ? b.text : '')).join('');
+    if (settings.json) {
+      process.stdout.write(
+        `${JSON.stringify({
+          runId: run.id,
+          provider: options.provider,
+          stopReason: result.stopReason,
+          output: text,
+          structured: result.structured ?? null,
+          usage: result.usage ?? null,
+          ...(result.diagnostic !== undefined && { diagnostic: result.diagnostic }),
+        })}\n`,
+      );
+    } else {
+      if (!options.quiet) process.stderr.write('\n');
+      if (result.structured !== undefined) process.stdout.write(`${JSON.stringify(result.structured, null, 2)}\n`);
+      else process.stdout.write(`${text}\n`);
+      if (result.stopReason !== 'completed') {
+        process.stderr.write(`subagentd: the child ended with "${result.stopReason}"${result.diagnostic ? `: ${result.diagnostic}` : ''}\n`);
+      }
+    }
+    return result.stopReason === 'completed' ? 0 : 1;
+  } finally {
+    process.off('SIGINT', onInterrupt);
+    await client.close();
+  }
+}

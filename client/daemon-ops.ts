@@ -1,0 +1,50 @@
+/**
+ * The daemon's operations surface, for ops tools and reconnecting clients: status, the run
+ * list, one run's record and session, re-attaching a run by its token, and shutdown.
+ */
+import {
+  AttachRequest,
+  InspectRequest,
+  RunsListRequest,
+  ShutdownRequest,
+  StatusRequest,
+  type AttachResult,
+  type InspectResult,
+  type RunsListParams,
+  type RunInfo,
+  type ShutdownParams,
+  type StatusResult,
+} from '../protocol/index.js';
+import type { RpcChannel } from './rpc-channel.js';
+
+export class DaemonOps {
+  constructor(
+    private readonly channel: RpcChannel,
+    private readonly timeoutMs: number | undefined,
+  ) {}
+
+  private get timeout(): { timeoutMs?: number } {
+    return this.timeoutMs === undefined ? {} : { timeoutMs: this.timeoutMs };
+  }
+
+  status(): Promise<StatusResult> {
+    return this.channel.request(StatusRequest, {}, { validateAs: 'daemon/status#result', ...this.timeout });
+  }
+
+  async runs(filter: RunsListParams = {}): Promise<RunInfo[]> {
+    return (await this.channel.request(RunsListRequest, filter, { validateAs: 'runs/list#result', ...this.timeout })).runs;
+  }
+
+  inspect(runId: string): Promise<InspectResult> {
+    return this.channel.request(InspectRequest, { runId }, { validateAs: 'run/inspect#result', ...this.timeout });
+  }
+
+  /** Takes ownership of a run with its token (after a reconnect, or a daemon restart). */
+  attach(runId: string, runToken: string): Promise<AttachResult> {
+    return this.channel.request(AttachRequest, { runId, runToken }, { validateAs: 'run/attach#result', ...this.timeout });
+  }
+
+  async shutdown(params: ShutdownParams = {}): Promise<void> {
+    await this.channel.request(ShutdownRequest, params, this.timeout);
+  }
+}
