@@ -53,6 +53,7 @@ import {
 } from '../protocol/index.js';
 import { describeProvider } from './provider.js';
 import type { RunOwner, SubagentService } from './service/subagent-service.js';
+import { ProgressBacklog } from './transport/progress-backlog.js';
 import { GuardedMessageReader, type FrameLimits, type Violation } from './transport/guarded-reader.js';
 import { tokensEqual } from './auth-token.js';
 
@@ -62,8 +63,12 @@ export interface ConnectionContext {
   readonly limits: FrameLimits;
   /** When set, `initialize` must present this token. */
   readonly token: string | undefined;
-  /** Most notifications that may wait unsent before streamed `run/event`s are dropped. */
+  /** Unsent notifications past which streamed progress waits in a coalescing backlog. */
   readonly maxPendingNotifications: number;
+  /** Unsent notifications past which the client is cut off as not reading. */
+  readonly maxUnsentBeforeCutoff: number;
+  /** Bytes of streamed progress kept for a slow reader before the oldest is dropped. */
+  readonly maxBacklogBytes: number;
   status(): StatusResult;
   shutdown(drain: boolean, timeoutMs: number): void;
   readonly log: Logger;
@@ -80,7 +85,7 @@ export class ClientConnection implements RunOwner {
   private closed = false;
   private violations = 0;
   private pendingWrites = 0;
-  private droppedEvents = 0;
+  private readonly backlog: ProgressBacklog;
   private readonly unsubscribe: () => void;
   private readonly closedPromise: Promise<void>;
   private resolveClosed!: () => void;
@@ -95,6 +100,7 @@ export class ClientConnection implements RunOwner {
   ) {
     this.log = ctx.log.child({ conn: id });
     this.closedPromise = new Promise((resolve) => (this.resolveClosed = resolve));
+    this.backlog = new ProgressBacklog(ctx.maxBacklogBytes);
     this.writer = new StreamMessageWriter(output);
     const reader = new GuardedMessageReader(input, ctx.limits, (violation) => this.onViolation(violation));
     this.rpc = createMessageConnection(reader, this.writer, {
@@ -164,13 +170,19 @@ export class ClientConnection implements RunOwner {
   }
 
   notifyEnd(event: EndParams): void {
+    // Progress that waited for this slow reader goes out before the run's end.
+    for (const waiting of this.backlog.take(event.runId)) this.notify(RunEventNotification, { runId: event.runId, event: waiting });
     this.notify(EndNotification, event);
   }
 
   notifyRunEvent(event: RunEventParams): void {
-    // Progress is droppable, lifecycle is not: a reader that falls behind loses only run/event.
-    if (this.pendingWrites >= this.ctx.maxPendingNotifications) {
-      if (this.droppedEvents++ === 0) this.log.warn({ client: this.clientName }, 'client reads too slowly: dropping run/event notifications');
+    // A reader that falls behind gets progress coalesced and bounded; lifecycle is never held back.
+    if (this.pendingWrites >= this.ctx.maxPendingNotifications || this.backlog.size > 0) {
+      const dropped = this.backlog.dropped;
+      this.backlog.push(event.runId, event.event);
+      if (dropped === 0 && this.backlog.dropped > 0) {
+        this.log.warn({ client: this.clientName }, 'client reads too slowly: dropping the oldest run/event progress');
+      }
       return;
     }
     this.notify(RunEventNotification, event);
@@ -178,11 +190,32 @@ export class ClientConnection implements RunOwner {
 
   private notify<P>(type: NotificationType<P>, params: P): void {
     if (this.closed) return;
+    if (this.pendingWrites >= this.ctx.maxUnsentBeforeCutoff) {
+      void this.close(`client stopped reading: ${this.pendingWrites} messages unsent`);
+      return;
+    }
     this.pendingWrites += 1;
     this.rpc.sendNotification(type as NotificationType<unknown>, params as never).then(
-      () => (this.pendingWrites -= 1),
-      () => (this.pendingWrites -= 1),
+      () => this.wrote(),
+      () => this.wrote(),
     );
+  }
+
+  private flushBacklog(): void {
+    const room = Math.floor(this.ctx.maxPendingNotifications / 2) - this.pendingWrites;
+    if (room <= 0 || this.backlog.size === 0 || this.closed) return;
+    for (const [runId, event] of this.backlog.takeSome(room)) {
+      this.pendingWrites += 1;
+      this.rpc.sendNotification(RunEventNotification, { runId, event }).then(
+        () => this.wrote(),
+        () => this.wrote(),
+      );
+    }
+  }
+
+  private wrote(): void {
+    this.pendingWrites -= 1;
+    this.flushBacklog();
   }
 
   callTool(params: ToolCallParams, signal: AbortSignal): Promise<ToolCallResult> {

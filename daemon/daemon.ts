@@ -29,8 +29,12 @@ export interface DaemonOptions {
   readonly frameLimits?: Partial<FrameLimits>;
   /** Require the per-daemon token at `initialize` on the socket (default true). */
   readonly requireToken?: boolean;
-  /** Most unsent notifications per connection before streamed progress is dropped. */
+  /** Unsent notifications per connection past which streamed progress is coalesced (default 256). */
   readonly maxPendingNotifications?: number;
+  /** Unsent messages past which a connection that stopped reading is cut off (default 4096). */
+  readonly maxUnsentBeforeCutoff?: number;
+  /** Streamed progress kept per slow connection before the oldest is dropped (default 1 MiB). */
+  readonly maxBacklogBytes?: number;
   /** How long a disconnected client's runs wait to be re-attached (default 60 s). */
   readonly detachGraceMs?: number;
   /** The shared concurrency budget (see admission-queue.ts). */
@@ -121,7 +125,9 @@ export function createDaemon(options: DaemonOptions): Daemon {
         identity,
         limits,
         token: connectionToken,
-        maxPendingNotifications: options.maxPendingNotifications ?? 1024,
+        maxPendingNotifications: options.maxPendingNotifications ?? 256,
+        maxUnsentBeforeCutoff: options.maxUnsentBeforeCutoff ?? 4096,
+        maxBacklogBytes: options.maxBacklogBytes ?? 1024 * 1024,
         status,
         shutdown: (drain, timeoutMs) => void daemon.close({ drain, timeoutMs }),
         log,
