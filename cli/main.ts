@@ -15,7 +15,9 @@ const USAGE = `usage: subagentd <command> [options]
 
   run PROMPT [--provider P] [--model M] [--schema FILE] [--json] [--quiet]
                                  delegate one task to a child (starts the daemon if needed)
-  daemon [--stdio]               run the daemon in the foreground (--stdio: one private client)
+  daemon [--stdio] [--idle-timeout S]
+                                 run the daemon in the foreground (--stdio: one private client;
+                                 --idle-timeout: exit after S seconds with no client and no run)
   start                          start the shared daemon in the background
   stop [--drain] [--timeout S]   stop it (--drain: refuse new starts, let running children finish)
   restart [--timeout S]          drain, stop and start again

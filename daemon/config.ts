@@ -44,6 +44,8 @@ export interface DaemonConfig {
   readonly personaVars?: Record<string, string>;
   readonly maxSteps?: number;
   readonly limits?: { readonly maxConcurrentRuns?: number; readonly maxRunsPerConnection?: number; readonly maxQueued?: number };
+  /** Optional loopback TCP listener; clients present the token kept in `tokenFile` (0600). */
+  readonly tcp?: { readonly host?: string; readonly port: number; readonly tokenFile: string };
   /** How long a disconnected client's runs wait to be re-attached before they are cancelled (default 60 s). */
   readonly detachGraceMs?: number;
   /** Exit after this long with no connection and no live run (off by default). */
@@ -120,6 +122,12 @@ const schema = {
     maxSteps: positiveInt,
     idleTimeoutMs: positiveInt,
     detachGraceMs: { type: 'integer', minimum: 0 },
+    tcp: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['port', 'tokenFile'],
+      properties: { host: { type: 'string' }, port: { type: 'integer', minimum: 0, maximum: 65535 }, tokenFile: { type: 'string', minLength: 1 } },
+    },
   },
 };
 
@@ -164,5 +172,6 @@ export function parseConfig(value: unknown, origin = 'config'): DaemonConfig {
     ...(value.providerModules && { providerModules: value.providerModules.map(abs) }),
     ...(value.stateDir && { stateDir: abs(value.stateDir) }),
     ...(value.socket && { socket: abs(value.socket) }),
+    ...(value.tcp && { tcp: { ...value.tcp, tokenFile: abs(value.tcp.tokenFile) } }),
   };
 }

@@ -17,6 +17,7 @@ import { DEFAULT_ADMISSION_LIMITS, type AdmissionLimits } from './service/admiss
 import { acquireStateLock } from './state-lock.js';
 import { RunIndex } from './store/run-index.js';
 import { listenUnix } from './transport/unix-socket.js';
+import { listenLoopbackTcp, readPrivateToken } from './transport/loopback-tcp.js';
 import { DAEMON_VERSION } from './version.js';
 import { createLogger } from './logger.js';
 import { stateFiles } from './paths.js';
@@ -47,6 +48,10 @@ export interface Daemon {
   readonly log: Logger;
   /** Listen on a unix socket; writes the token file beside it. */
   listen(socketPath: string): Promise<void>;
+  /** Listen on loopback TCP; every client must present the bearer token read from `tokenFile` (0600, ours). */
+  listenTcp(options: { host: string; port: number; tokenFile: string }): Promise<{ port: number }>;
+  /** Exit once nobody is connected and nothing runs for this long (monotonic: a suspend is not idle time). */
+  exitWhenIdle(idleTimeoutMs: number): void;
   /** Serve one client over a stream pair (stdio mode, embedding, tests). */
   serve(input: Readable, output: Writable, onClose?: () => void): ClientConnection;
   status(): StatusResult;
@@ -171,6 +176,30 @@ export function createDaemon(options: DaemonOptions): Daemon {
       listeners.push({ close: listener.close, tokenPath });
       log.info({ socket: path, pid: process.pid, version: DAEMON_VERSION, epoch: identity.epoch }, 'daemon listening');
     },
+    async listenTcp({ host, port, tokenFile }) {
+      const tcpToken = readPrivateToken(tokenFile);
+      const listener = await listenLoopbackTcp(host, port, (socket: Socket) => {
+        socket.on('error', (error) => log.debug({ err: error }, 'tcp socket error'));
+        const connection = serve(socket, socket, () => socket.destroy(), tcpToken);
+        socket.on('close', () => void connection.close('socket closed'));
+      });
+      listeners.push({ close: listener.close, tokenPath: '' });
+      log.info({ host, port: listener.port }, 'daemon listening on loopback tcp');
+      return { port: listener.port };
+    },
+    exitWhenIdle(idleTimeoutMs) {
+      let idleSince: number | undefined;
+      const timer = setInterval(() => {
+        const now = performance.now();
+        if (connections.size > 0 || service.busy) idleSince = undefined;
+        else if ((idleSince ??= now) + idleTimeoutMs <= now) {
+          log.info({ idleTimeoutMs }, 'idle: no connection and no live run; shutting down');
+          void daemon.close();
+        }
+      }, Math.max(50, Math.min(idleTimeoutMs / 4, 5000)));
+      timer.unref();
+      void whenClosed.then(() => clearInterval(timer));
+    },
     serve(input, output, onClose) {
       const connection = serve(input, output, () => onClose?.(), undefined);
       input.on('end', () => void connection.close('input ended'));
@@ -182,7 +211,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
         await service.shutdown(drain, timeoutMs);
         for (const listener of listeners) {
           await listener.close();
-          rmSync(listener.tokenPath, { force: true });
+          if (listener.tokenPath) rmSync(listener.tokenPath, { force: true });
         }
         await Promise.allSettled([...connections].map((c) => c.close('daemon shut down')));
         releaseLock();

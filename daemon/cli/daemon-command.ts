@@ -14,6 +14,7 @@ export async function daemonCommand(argv: string[]): Promise<number> {
     'log-level': { type: 'string' },
     'max-runs': { type: 'string' },
     'max-runs-per-connection': { type: 'string' },
+    'idle-timeout': { type: 'string' },
   });
   const settings = commonSettings(values);
   const stdio = values['stdio'] === true;
@@ -48,13 +49,27 @@ export async function daemonCommand(argv: string[]): Promise<number> {
   };
   process.once('SIGTERM', () => stop('SIGTERM'));
   process.once('SIGINT', () => stop('SIGINT'));
-  if (stdio) {
-    // One private client on stdio: when it goes, so does the daemon.
-    daemon.serve(process.stdin, process.stdout, () => void daemon.close());
-  } else {
-    await daemon.listen(settings.socket);
-    process.stderr.write(`subagentd ${daemon.identity.version} listening on ${settings.socket} (pid ${process.pid})\n`);
+  try {
+    if (stdio) {
+      // One private client on stdio: when it goes, so does the daemon.
+      daemon.serve(process.stdin, process.stdout, () => void daemon.close());
+    } else {
+      await daemon.listen(settings.socket);
+      process.stderr.write(`subagentd ${daemon.identity.version} listening on ${settings.socket} (pid ${process.pid})\n`);
+      const tcp = settings.config.tcp;
+      if (tcp) {
+        const { port } = await daemon.listenTcp({ host: tcp.host ?? '127.0.0.1', port: tcp.port, tokenFile: tcp.tokenFile });
+        process.stderr.write(`subagentd also listening on ${tcp.host ?? '127.0.0.1'}:${port} (bearer token required)\n`);
+      }
+    }
+  } catch (error) {
+    // Half-started: release the socket, the lock and the log before reporting.
+    await daemon.close();
+    throw error;
   }
+  const idleSeconds = values['idle-timeout'];
+  const idleMs = idleSeconds !== undefined ? positiveInt(idleSeconds, '--idle-timeout') * 1000 : settings.config.idleTimeoutMs;
+  if (idleMs !== undefined) daemon.exitWhenIdle(idleMs);
   await daemon.whenClosed;
   return 0;
 }

@@ -33,6 +33,11 @@ export class RawPeer {
     socket.on('error', () => undefined);
   }
 
+  /** Any connected socket (TCP, for instance). */
+  static fromSocket(socket: Socket): RawPeer {
+    return new RawPeer(socket);
+  }
+
   static connect(path: string): Promise<RawPeer> {
     return new Promise((resolve, reject) => {
       const socket = createConnection(path);

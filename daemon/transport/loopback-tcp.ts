@@ -1,0 +1,40 @@
+/**
+ * The optional TCP listener, for clients that cannot reach the unix socket (containers on one
+ * host). Loopback only, and every connection must present a bearer token kept in a file that
+ * only this user can read: the port alone grants nothing.
+ */
+import { readFileSync, statSync } from 'node:fs';
+import { isIP } from 'node:net';
+import { createServer, type Socket } from 'node:net';
+
+const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
+
+export function readPrivateToken(path: string): string {
+  const stat = statSync(path);
+  const uid = process.getuid?.();
+  if (uid !== undefined && stat.uid !== uid) throw new Error(`refusing token file ${path}: owned by uid ${stat.uid}, not by this user`);
+  if ((stat.mode & 0o077) !== 0) {
+    throw new Error(`refusing token file ${path}: mode ${(stat.mode & 0o777).toString(8)} lets others read it; run \`chmod 600 ${path}\``);
+  }
+  const token = readFileSync(path, 'utf8').trim();
+  if (token.length < 16) throw new Error(`token file ${path} holds fewer than 16 characters: use a long random token`);
+  return token;
+}
+
+export async function listenLoopbackTcp(host: string, port: number, onSocket: (socket: Socket) => void): Promise<{ port: number; close(): Promise<void> }> {
+  const loopback = LOOPBACK.has(host) || (isIP(host) === 4 && host.startsWith('127.'));
+  if (!loopback) throw new Error(`refusing to listen on ${host}: the TCP listener binds loopback addresses only`);
+  const server = createServer(onSocket);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const address = server.address();
+  return {
+    port: typeof address === 'object' && address ? address.port : port,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
