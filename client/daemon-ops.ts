@@ -35,8 +35,10 @@ export class DaemonOps {
     return (await this.channel.request(RunsListRequest, filter, { validateAs: 'runs/list#result', ...this.timeout })).runs;
   }
 
-  inspect(runId: string): Promise<InspectResult> {
-    return this.channel.request(InspectRequest, { runId }, { validateAs: 'run/inspect#result', ...this.timeout });
+  /** The run's record; its session too when this connection owns it or `runToken` proves ownership. */
+  inspect(runId: string, runToken?: string): Promise<InspectResult> {
+    const params = runToken === undefined ? { runId } : { runId, runToken };
+    return this.channel.request(InspectRequest, params, { validateAs: 'run/inspect#result', ...this.timeout });
   }
 
   /** Takes ownership of a run with its token (after a reconnect, or a daemon restart). */

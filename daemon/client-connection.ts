@@ -255,7 +255,7 @@ export class ClientConnection implements RunOwner {
     this.handle(WaitRequest, ({ runId }) => service.wait(runId, this));
     this.handle(AttachRequest, ({ runId, runToken }) => service.attach(runId, runToken, this));
     this.handle(RunsListRequest, (filter) => ({ runs: service.list(this, filter) }));
-    this.handle(InspectRequest, ({ runId }) => service.inspect(runId, this));
+    this.handle(InspectRequest, ({ runId, runToken }) => service.inspect(runId, this, runToken));
     this.handle(StatusRequest, () => this.ctx.status());
     this.handle(ShutdownRequest, ({ drain, timeoutMs }) => {
       this.log.info({ drain, timeoutMs, client: this.clientName }, 'shutdown requested');

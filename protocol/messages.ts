@@ -175,7 +175,11 @@ export interface InspectResult {
   readonly header?: SessionHeader;
   readonly events?: SessionEvent[];
 }
-export const InspectRequest = new RequestType<RunParams, InspectResult, SubagentErrorData>('run/inspect');
+export interface InspectParams extends RunParams {
+  /** Proves ownership from another connection: the session's contents are shown only to the owner. */
+  readonly runToken?: string;
+}
+export const InspectRequest = new RequestType<InspectParams, InspectResult, SubagentErrorData>('run/inspect');
 
 export interface StatusResult {
   readonly daemon: DaemonIdentity;

@@ -3,7 +3,7 @@
  * lifecycle order and scoping, ownership, cancellation before and after readiness, disconnect.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startDaemon, waitFor, type DaemonProcess } from './support/daemon-process.js';
+import { REPO, startDaemon, waitFor, type DaemonProcess } from './support/daemon-process.js';
 import { RawPeer, type RpcMessage } from './support/raw-peer.js';
 
 const parent = { sessionId: 'parent-1', cwd: '/tmp' };
@@ -244,6 +244,26 @@ describe('ownership', () => {
     await owner.request('run/cancel', { runId });
     const end = await owner.waitFor((m) => m.method === 'subagent/end');
     expect(end.params).toMatchObject({ stopReason: 'aborted' });
+    owner.close();
+    other.close();
+  });
+
+  it('run/inspect shows a session only to its owner or the holder of its token', async () => {
+    const owner = await RawPeer.initialized(daemon.socket, 'owner');
+    const other = await RawPeer.initialized(daemon.socket, 'other');
+    const model = `scripted:${REPO}/examples/hello.json`;
+    const reply = await owner.request('subagent/start', { provider: 'spawn', prompt: prompt('secret task'), parent, agentOptions: { model } });
+    const { runId, runToken } = reply.result as { runId: string; runToken: string };
+    await owner.request('run/wait', { runId });
+    const mine = (await owner.request('run/inspect', { runId })).result as { header?: unknown; events?: Array<{ type: string }> };
+    expect(mine.header).toMatchObject({ provider: 'spawn', parentSession: parent.sessionId });
+    expect(mine.events?.[0]).toMatchObject({ type: 'user/message', content: [{ text: 'secret task' }] });
+    const theirs = (await other.request('run/inspect', { runId })).result as Record<string, unknown>;
+    expect(theirs).toMatchObject({ run: { runId, mine: false, stopReason: 'completed' } });
+    expect(theirs['events']).toBeUndefined();
+    expect(JSON.stringify(theirs)).not.toContain('secret task');
+    const withToken = (await other.request('run/inspect', { runId, runToken })).result as { events?: unknown[] };
+    expect(withToken.events?.length).toBe(mine.events?.length);
     owner.close();
     other.close();
   });

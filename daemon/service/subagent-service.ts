@@ -459,14 +459,16 @@ export class SubagentService {
     return out;
   }
 
-  inspect(runId: string, asker: RunOwner): InspectResult {
+  /** Anyone may see a run's record; its session (prompts, tool arguments) only its owner, or the token's holder. */
+  inspect(runId: string, asker: RunOwner, runToken?: string): InspectResult {
     const record = this.runs.get(runId);
     if (!record) {
       const stored = this.index?.get(runId);
       if (!stored) throw new SubagentError('UNKNOWN_RUN', `no run with id ${runId}`, { field: '/runId' });
       return { run: storedInfo(stored, stored.state === 'disposed' ? 'disposed' : 'settled') };
     }
-    const session = record.owner === asker ? sessionOf(record.run?.localAgent) : undefined;
+    const entitled = record.owner === asker || (runToken !== undefined && tokenMatches(runToken, record.tokenHash));
+    const session = entitled ? sessionOf(record.run?.localAgent) : undefined;
     return session ? { run: info(record, asker), header: session.header, events: [...session.events] } : { run: info(record, asker) };
   }
 
