@@ -44,6 +44,8 @@ export interface DaemonConfig {
   readonly personaVars?: Record<string, string>;
   readonly maxSteps?: number;
   readonly limits?: { readonly maxConcurrentRuns?: number; readonly maxRunsPerConnection?: number; readonly maxQueued?: number };
+  /** Days a session log is kept after its last write (default 14). */
+  readonly sessionRetentionDays?: number;
   /** Optional loopback TCP listener; clients present the token kept in `tokenFile` (0600). */
   readonly tcp?: { readonly host?: string; readonly port: number; readonly tokenFile: string };
   /** How long a disconnected client's runs wait to be re-attached before they are cancelled (default 60 s). */
@@ -122,6 +124,7 @@ const schema = {
     maxSteps: positiveInt,
     idleTimeoutMs: positiveInt,
     detachGraceMs: { type: 'integer', minimum: 0 },
+    sessionRetentionDays: { type: 'number', exclusiveMinimum: 0 },
     tcp: {
       type: 'object',
       additionalProperties: false,

@@ -16,6 +16,7 @@ import { SubagentService } from './service/subagent-service.js';
 import { DEFAULT_ADMISSION_LIMITS, type AdmissionLimits } from './service/admission-queue.js';
 import { acquireStateLock } from './state-lock.js';
 import { RunIndex } from './store/run-index.js';
+import { pruneSessions } from './store/session-retention.js';
 import { listenUnix } from './transport/unix-socket.js';
 import { listenLoopbackTcp, readPrivateToken } from './transport/loopback-tcp.js';
 import { DAEMON_VERSION } from './version.js';
@@ -36,6 +37,8 @@ export interface DaemonOptions {
   readonly maxUnsentBeforeCutoff?: number;
   /** Streamed progress kept per slow connection before the oldest is dropped (default 1 MiB). */
   readonly maxBacklogBytes?: number;
+  /** Days a session log is kept after its last write (default 14). */
+  readonly sessionRetentionDays?: number;
   /** How long a disconnected client's runs wait to be re-attached (default 60 s). */
   readonly detachGraceMs?: number;
   /** The shared concurrency budget (see admission-queue.ts). */
@@ -95,6 +98,10 @@ export function createDaemon(options: DaemonOptions): Daemon {
   const whenClosed = new Promise<void>((resolve) => (resolveClosed = resolve));
 
   for (const provider of options.providers ?? []) service.registry.register(provider);
+  const retentionMs = (options.sessionRetentionDays ?? 14) * 86_400_000;
+  pruneSessions(files.sessions, retentionMs, log);
+  const pruning = setInterval(() => pruneSessions(files.sessions, retentionMs, log), 86_400_000);
+  pruning.unref();
 
   const status = (): StatusResult => ({
     daemon: identity,
@@ -214,6 +221,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
           if (listener.tokenPath) rmSync(listener.tokenPath, { force: true });
         }
         await Promise.allSettled([...connections].map((c) => c.close('daemon shut down')));
+        clearInterval(pruning);
         releaseLock();
         log.info('daemon stopped');
         log.flush?.();

@@ -34,6 +34,7 @@ export async function daemonCommand(argv: string[]): Promise<number> {
     log,
     requireToken: settings.config.requireToken ?? true,
     ...(settings.config.detachGraceMs !== undefined && { detachGraceMs: settings.config.detachGraceMs }),
+    ...(settings.config.sessionRetentionDays !== undefined && { sessionRetentionDays: settings.config.sessionRetentionDays }),
     admission: {
       ...settings.config.limits,
       ...(values['max-runs'] !== undefined && { maxConcurrentRuns: positiveInt(values['max-runs'], '--max-runs') }),
