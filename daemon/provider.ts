@@ -7,7 +7,9 @@
 import type { Logger } from 'pino';
 import type {
   ContentBlock,
+  SubagentResult,
   SubagentRun,
+  ToolFilter,
   ClientToolDeclaration,
   ParentRef,
   PermissionParams,
@@ -50,10 +52,24 @@ export interface DaemonRun extends Omit<SubagentRun, 'resume'> {
   resume?(content: ContentBlock[], options?: { signal?: AbortSignal }): Promise<DaemonRun>;
 }
 
+/** What a later daemon knows of a child it did not run: from the run index. */
+export interface RestoreContext {
+  readonly host: RunHost;
+  /** The run's recorded outcome. */
+  readonly result: SubagentResult;
+  readonly persona?: string;
+  readonly toolFilter?: ToolFilter;
+}
+
 /** A provider the daemon can host. `runtime` advertises which optional run methods exist. */
 export interface DaemonProvider extends Omit<SubagentProvider<ProviderStartRequest>, 'start'> {
   readonly runtime: ProviderDescriptor['runtime'];
   start(request: ProviderStartRequest): Promise<DaemonRun>;
+  /**
+   * Optional: bring back a settled child a previous daemon ran (by its child id), so `resume`
+   * works across restarts. Its presence is the capability.
+   */
+  restore?(childId: string, context: RestoreContext): Promise<DaemonRun>;
 }
 
 export function describeProvider(provider: DaemonProvider): ProviderDescriptor {

@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import { afterEach, expect, it } from 'vitest';
 import { CLI, startDaemon, type DaemonProcess } from './support/daemon-process.js';
 import { RawPeer } from './support/raw-peer.js';
+import { startChatCompletionsServer, textResponse } from './support/chat-completions-server.js';
 
 const parent = { sessionId: 'parent-1', cwd: '/tmp' };
 const prompt = (text: string) => [{ type: 'text', text }];
@@ -81,6 +82,51 @@ it('after kill -9 the next daemon answers run/wait with an interrupted error, an
   expect(waited.diagnostic).toContain(`pid ${deadPid}`);
   expect(waited.diagnostic).toMatch(/interrupted/);
   again.close();
+});
+
+it('a settled child is resumed after the daemon restarted: the model sees the whole earlier conversation', async () => {
+  const server = await startChatCompletionsServer();
+  try {
+    const model = { baseUrl: server.baseUrl, apiKeyEnv: 'DURABILITY_TEST_KEY', default: 'test-model', maxRetries: 0 };
+    process.env['DURABILITY_TEST_KEY'] = 'k';
+    const daemon = await startDaemon({ model });
+    daemons.push(daemon);
+    const workspace = daemon.dir;
+    server.enqueue(textResponse(['the first answer']));
+    const peer = await RawPeer.initialized(daemon.socket);
+    const started = (await peer.request('subagent/start', {
+      provider: 'spawn',
+      prompt: prompt('first task'),
+      parent: { sessionId: 'p', cwd: workspace, delegationDepth: 2 },
+      toolFilter: { deny: ['search_text'] },
+    })).result as { runId: string; runToken: string };
+    expect((await peer.request('run/wait', { runId: started.runId })).result).toMatchObject({ stopReason: 'completed' });
+    daemon.proc.kill('SIGKILL');
+    await peer.whenClosed;
+    daemons.splice(0, 1, await respawn(daemon));
+
+    const again = await RawPeer.initialized(daemon.socket);
+    await again.request('run/attach', { runId: started.runId, runToken: started.runToken });
+    server.enqueue(textResponse(['the second answer']));
+    const resumed = await again.request('run/resume', { runId: started.runId, prompt: prompt('second task') });
+    expect(resumed.error).toBeUndefined();
+    const next = (resumed.result as { runId: string }).runId;
+    const result = (await again.request('run/wait', { runId: next })).result as { stopReason: string; output: Array<{ text: string }> };
+    expect(result).toMatchObject({ stopReason: 'completed', output: [{ text: 'the second answer' }] });
+    const sent = server.requests[1]!.body as { messages: Array<{ role: string; content: string }>; tools: Array<{ function: { name: string } }> };
+    expect(sent.messages.map((m) => `${m.role}:${typeof m.content === 'string' ? m.content : ''}`).slice(1)).toEqual([
+      'user:first task',
+      'assistant:the first answer',
+      'user:second task',
+    ]);
+    // The tool filter survived the restart; the depth did not drop.
+    expect(sent.tools.map((t) => t.function.name)).not.toContain('search_text');
+    const inspected = (await again.request('run/inspect', { runId: next })).result as { header: { delegationDepth: number } };
+    expect(inspected.header.delegationDepth).toBe(3);
+    again.close();
+  } finally {
+    await server.close();
+  }
 });
 
 it('a second daemon on the same state dir is refused, naming the live one', async () => {

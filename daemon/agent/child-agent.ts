@@ -48,6 +48,11 @@ export class ChildAgent {
     return new ChildAgent(config, session, config.seed.length);
   }
 
+  /** A child from an existing session log (a previous daemon ran it): everything it did counts as seed. */
+  static restore(config: ChildAgentConfig, session: SessionLog): ChildAgent {
+    return new ChildAgent(config, session, session.events.length);
+  }
+
   get id(): string {
     return this.config.header.id;
   }

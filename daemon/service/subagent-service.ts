@@ -75,11 +75,11 @@ interface RunRecord {
   readonly local: boolean;
   owner: RunOwner;
   readonly tokenHash: string;
-  /** Undefined for a run known only from the index (a previous daemon ran it). */
-  readonly run: DaemonRun | undefined;
+  /** Undefined for a run known only from the index (a previous daemon ran it) until restored. */
+  run: DaemonRun | undefined;
   /** Cancels this run (and, before readiness, its start). */
   readonly abort: AbortController;
-  readonly host: ServiceRunHost | undefined;
+  host: ServiceRunHost | undefined;
   readonly startedAt: string;
   state: RunState;
   settledAt?: string;
@@ -211,7 +211,8 @@ export class SubagentService {
       release();
       throw new SubagentError('ABORTED', 'start was cancelled before the child was ready');
     }
-    return this.publish(provider.name, run, owner, abort, host, release);
+    const restore = { ...(params.persona !== undefined && { persona: params.persona }), ...(params.toolFilter && { toolFilter: params.toolFilter }) };
+    return this.publish(provider.name, run, owner, abort, host, release, { restore });
   }
 
   /** Publish a ready run: observe its result first, so even a settled child emits start before end. */
@@ -222,7 +223,7 @@ export class SubagentService {
     abort: AbortController,
     host: ServiceRunHost,
     release: Release,
-    resumedFrom?: string,
+    lineage: { resumedFrom?: string; restore?: IndexedRun['restore'] } = {},
   ): StartResult {
     const identity: SubagentStartEvent = { runId: host.runId, provider, id: run.id, local: run.localAgent !== undefined };
     const runToken = mintToken();
@@ -254,7 +255,8 @@ export class SubagentService {
       startedAt: record.startedAt,
       daemonEpoch: this.epoch,
       daemonPid: process.pid,
-      ...(resumedFrom !== undefined && { resumedFrom }),
+      ...(lineage.resumedFrom !== undefined && { resumedFrom: lineage.resumedFrom }),
+      ...(lineage.restore !== undefined && { restore: lineage.restore }),
     });
     // setImmediate: the start response is queued on the connection before subagent/end can be.
     run.result.finally(release).then(
@@ -378,9 +380,8 @@ export class SubagentService {
 
   async resume(runId: string, owner: RunOwner, prompt: ContentBlock[], stream: boolean): Promise<StartResult> {
     const record = this.owned(runId, owner);
-    if (!record.run) {
-      throw new SubagentError('UNSUPPORTED_OPERATION', `run ${runId} was run by a previous daemon; its child cannot be resumed here`);
-    }
+    if (!record.run) await this.restoreRun(record, owner, stream);
+    if (!record.run) throw new SubagentError('RUN_STATE', `run ${runId} has no live child`);
     const resume = record.run.resume;
     if (!resume) throw new SubagentError('UNSUPPORTED_OPERATION', `provider "${record.provider}" does not support resume`);
     if (this.shuttingDown) throw new SubagentError('SHUTTING_DOWN', 'the daemon is shutting down and accepts no new runs');
@@ -399,7 +400,26 @@ export class SubagentService {
     host.runId = mintRunId();
     host.stream = stream;
     host.owner = owner;
-    return this.publish(record.provider, next, owner, abort, host, release, record.runId);
+    const restore = this.index?.get(record.runId)?.restore;
+    return this.publish(record.provider, next, owner, abort, host, release, { resumedFrom: record.runId, ...(restore && { restore }) });
+  }
+
+  /** A run a previous daemon ran: its provider brings the child back from its log, if it can. */
+  private async restoreRun(record: RunRecord, owner: RunOwner, stream: boolean): Promise<void> {
+    const provider = this.registry.get(record.provider);
+    if (!provider?.restore) {
+      throw new SubagentError('UNSUPPORTED_OPERATION', `run ${record.runId} was run by a previous daemon and provider "${record.provider}" cannot restore it`);
+    }
+    const host = new ServiceRunHost(record.runId, owner, stream, this.log.child({ runId: record.runId, provider: record.provider }));
+    const stored = this.index?.get(record.runId)?.restore;
+    record.run = await provider.restore(record.id, {
+      host,
+      result: record.result ?? { output: [], stopReason: 'error' },
+      ...(stored?.persona !== undefined && { persona: stored.persona }),
+      ...(stored?.toolFilter && { toolFilter: stored.toolFilter }),
+    });
+    record.host = host;
+    this.log.info({ runId: record.runId, child: record.id }, 'restored a child from its session log');
   }
 
   wait(runId: string, owner: RunOwner): Promise<SubagentResult> {

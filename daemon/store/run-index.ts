@@ -9,7 +9,7 @@
  * is compacted to one line per run, dropping disposed runs past retention.
  */
 import { closeSync, copyFileSync, existsSync, openSync, readFileSync, renameSync, writeFileSync, writeSync } from 'node:fs';
-import type { RunState, SubagentResult } from '../../protocol/index.js';
+import type { RunState, SubagentResult, ToolFilter } from '../../protocol/index.js';
 
 export type IndexedState = RunState | 'interrupted';
 
@@ -28,6 +28,8 @@ export interface IndexedRun {
   readonly daemonPid: number;
   /** Earlier run of the same child, for resumptions. */
   readonly resumedFrom?: string;
+  /** What a later daemon needs to restore the child faithfully (see providers' `restore`). */
+  readonly restore?: { readonly persona?: string; readonly toolFilter?: ToolFilter };
 }
 
 export interface IndexProblems {

@@ -24,10 +24,15 @@ export class SessionLog {
     readonly path: string,
     readonly header: SessionHeader,
     events: SessionEvent[],
-    handle: FileHandle,
+    handle: FileHandle | undefined,
   ) {
     this.log = events;
-    this.handle = Promise.resolve(handle);
+    this.handle = handle ? Promise.resolve(handle) : undefined;
+  }
+
+  /** Continues a log already on disk (a child restored by a later daemon); appends reopen it. */
+  static reopen(path: string, header: SessionHeader, events: SessionEvent[]): SessionLog {
+    return new SessionLog(path, header, events, undefined);
   }
 
   /** Creates the file (never overwriting one) with the header and the seed, and syncs it. */

@@ -12,7 +12,8 @@ import { ChildAgent } from '../../agent/child-agent.js';
 import { ModelError, type ResolvedModel } from '../../agent/model/model-adapter.js';
 import { DEFAULT_PERSONA, interpolate, personaVariables } from '../../agent/persona.js';
 import type { InProcessProviderOptions } from './in-process-options.js';
-import { InProcessRun, type RunTracker } from './in-process-run.js';
+import { InProcessRun, RestoredRun, type RunTracker } from './in-process-run.js';
+import { restoreChild } from './restore-child.js';
 import { prepareChild } from './prepare-child.js';
 
 export interface InProcessProvider extends DaemonProvider {
@@ -85,6 +86,12 @@ export function createInProcessProvider(flavour: Flavour, options: InProcessProv
       }
       log.debug({ depth: header.delegationDepth, seed: child.seedLength }, 'child published');
       return new InProcessRun(child, request.prompt, request.signal, tracker);
+    },
+
+    async restore(childId, context) {
+      if (tracker.closed) throw new SubagentError('SHUTTING_DOWN', `provider "${flavour.name}" has been disposed`);
+      const child = await restoreChild(flavour.name, childId, context, options);
+      return new RestoredRun(child, context.result, tracker);
     },
 
     dispose() {

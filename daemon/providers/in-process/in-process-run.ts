@@ -78,3 +78,31 @@ export class InProcessRun implements SubagentRun<ChildAgent> {
     return !this.settled;
   }
 }
+
+/** A child restored from its log by a later daemon: already settled, and resumable. */
+export class RestoredRun implements SubagentRun<ChildAgent> {
+  readonly result: Promise<SubagentResult>;
+
+  constructor(
+    readonly localAgent: ChildAgent,
+    result: SubagentResult,
+    private readonly tracker: RunTracker,
+  ) {
+    this.result = Promise.resolve(result);
+  }
+
+  get id(): string {
+    return this.localAgent.id;
+  }
+
+  async resume(content: ContentBlock[], options: ResumeOptions = {}): Promise<InProcessRun> {
+    if (this.tracker.closed) throw new SubagentError('SHUTTING_DOWN', 'the provider has been disposed');
+    if (this.localAgent.running) throw new SubagentError('RUN_STATE', `child ${this.id} is already running a continuation`);
+    const signal = options.signal ?? new AbortController().signal;
+    return new InProcessRun(this.localAgent, content, signal, this.tracker, signal);
+  }
+
+  async dispose(): Promise<void> {
+    // Nothing runs: the child's resources are its log, which stays for inspection.
+  }
+}
