@@ -98,6 +98,9 @@ export function createDaemon(options: DaemonOptions): Daemon {
   const whenClosed = new Promise<void>((resolve) => (resolveClosed = resolve));
 
   for (const provider of options.providers ?? []) service.registry.register(provider);
+  void service.continueCheckpointed().then((continued) => {
+    if (continued.length > 0) log.info({ runs: continued }, 'continuing children checkpointed by the previous daemon');
+  });
   const retentionMs = (options.sessionRetentionDays ?? 14) * 86_400_000;
   pruneSessions(files.sessions, retentionMs, log);
   const pruning = setInterval(() => pruneSessions(files.sessions, retentionMs, log), 86_400_000);
@@ -216,11 +219,11 @@ export function createDaemon(options: DaemonOptions): Daemon {
       closing ??= (async () => {
         log.info({ drain, timeoutMs }, 'daemon shutting down');
         await service.shutdown(drain, timeoutMs);
-        for (const listener of listeners) {
-          await listener.close();
-          if (listener.tokenPath) rmSync(listener.tokenPath, { force: true });
-        }
+        // Stop accepting first; a listener finishes closing only once its connections are gone.
+        const stopped = listeners.map((listener) => listener.close());
         await Promise.allSettled([...connections].map((c) => c.close('daemon shut down')));
+        await Promise.all(stopped);
+        for (const listener of listeners) if (listener.tokenPath) rmSync(listener.tokenPath, { force: true });
         clearInterval(pruning);
         releaseLock();
         log.info('daemon stopped');

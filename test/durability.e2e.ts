@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { afterEach, expect, it } from 'vitest';
 import { CLI, startDaemon, type DaemonProcess } from './support/daemon-process.js';
 import { RawPeer } from './support/raw-peer.js';
-import { startChatCompletionsServer, textResponse } from './support/chat-completions-server.js';
+import { chunk, startChatCompletionsServer, textResponse } from './support/chat-completions-server.js';
 
 const parent = { sessionId: 'parent-1', cwd: '/tmp' };
 const prompt = (text: string) => [{ type: 'text', text }];
@@ -123,6 +123,46 @@ it('a settled child is resumed after the daemon restarted: the model sees the wh
     expect(sent.tools.map((t) => t.function.name)).not.toContain('search_text');
     const inspected = (await again.request('run/inspect', { runId: next })).result as { header: { delegationDepth: number } };
     expect(inspected.header.delegationDepth).toBe(3);
+    again.close();
+  } finally {
+    await server.close();
+  }
+});
+
+it('a drain that times out checkpoints a running child, and the next daemon continues it under the same run', async () => {
+  const server = await startChatCompletionsServer();
+  try {
+    process.env['DURABILITY_TEST_KEY'] = 'k';
+    const daemon = await startDaemon({ model: { baseUrl: server.baseUrl, apiKeyEnv: 'DURABILITY_TEST_KEY', default: 'test-model', maxRetries: 0 } });
+    daemons.push(daemon);
+    const toolCall = { tool_calls: [{ index: 0, id: 'call-1', type: 'function', function: { name: 'list_directory', arguments: '{"path":"."}' } }] };
+    server.enqueue(
+      { type: 'stream', steps: [{ data: chunk({ role: 'assistant', content: '' }) }, { data: chunk(toolCall, { finish_reason: 'tool_calls' }) }, { done: true }] },
+      // The second step is still streaming when the drain times out.
+      { type: 'stream', steps: [{ repeat: { comment: 'keep-alive' }, everyMs: 100, forMs: 8000 }] },
+      textResponse(['finished after the restart']),
+    );
+    const peer = await RawPeer.initialized(daemon.socket);
+    const started = (await peer.request('subagent/start', { provider: 'spawn', prompt: prompt('long task'), parent: { sessionId: 'p', cwd: daemon.dir } }))
+      .result as { runId: string; runToken: string };
+    const deadline = Date.now() + 5000;
+    while (server.requests.length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    const exited = new Promise((resolve) => daemon.proc.once('exit', resolve));
+    await peer.request('daemon/shutdown', { drain: true, timeoutMs: 300 });
+    expect(await exited).toBe(0);
+    // The owner was told nothing final: the run is not over.
+    expect(peer.notifications('subagent/end')).toHaveLength(0);
+    daemons.splice(0, 1, await respawn(daemon));
+
+    const again = await RawPeer.initialized(daemon.socket);
+    const attached = await again.request('run/attach', { runId: started.runId, runToken: started.runToken });
+    expect(attached.error).toBeUndefined();
+    const result = (await again.request('run/wait', { runId: started.runId }, 10_000)).result as { stopReason: string; output: Array<{ text: string }> };
+    expect(result).toMatchObject({ stopReason: 'completed', output: [{ text: 'finished after the restart' }] });
+    const resent = server.requests[2]!.body as { messages: Array<{ role: string; content: unknown }> };
+    const roles = resent.messages.map((m) => m.role);
+    expect(roles.slice(1, 4)).toEqual(['user', 'assistant', 'tool']); // the finished step survived
+    expect(JSON.stringify(resent.messages.at(-1))).toMatch(/restarted while you worked/);
     again.close();
   } finally {
     await server.close();

@@ -86,8 +86,14 @@ interface RunRecord {
   result?: SubagentResult;
   readonly settled: Promise<SubagentResult>;
   disposing?: Promise<void>;
+  /** Stopped at a drain's timeout to be continued by the next daemon: its end is not this daemon's to report. */
+  checkpointed?: boolean;
   graceTimer?: NodeJS.Timeout;
 }
+
+/** What a continued child is told: it was stopped at a step boundary and its log is intact. */
+const CONTINUE_PROMPT =
+  'The service running you was restarted while you worked; your earlier steps are above. Continue the task from where you stopped.';
 
 /** How many disposed runs stay answerable in memory to run/wait and run/inspect. */
 const DISPOSED_RETENTION = 1000;
@@ -223,10 +229,11 @@ export class SubagentService {
     abort: AbortController,
     host: ServiceRunHost,
     release: Release,
-    lineage: { resumedFrom?: string; restore?: IndexedRun['restore'] } = {},
+    lineage: { resumedFrom?: string; restore?: IndexedRun['restore']; tokenHash?: string; startedAt?: string } = {},
   ): StartResult {
     const identity: SubagentStartEvent = { runId: host.runId, provider, id: run.id, local: run.localAgent !== undefined };
-    const runToken = mintToken();
+    // A continuation keeps its run's token (the owner re-attaches with the one it holds).
+    const runToken = lineage.tokenHash === undefined ? mintToken() : '';
     let resolveSettled!: (result: SubagentResult) => void;
     let rejectSettled!: (error: unknown) => void;
     const settled = new Promise<SubagentResult>((resolve, reject) => {
@@ -237,11 +244,11 @@ export class SubagentService {
     const record: RunRecord = {
       ...identity,
       owner,
-      tokenHash: hashToken(runToken),
+      tokenHash: lineage.tokenHash ?? hashToken(runToken),
       run,
       abort,
       host,
-      startedAt: new Date().toISOString(),
+      startedAt: lineage.startedAt ?? new Date().toISOString(),
       state: 'running',
       settled,
     };
@@ -274,6 +281,11 @@ export class SubagentService {
     resolve: (r: SubagentResult) => void,
     reject: (e: unknown) => void,
   ): void {
+    if (record.checkpointed) {
+      if (result) resolve(result);
+      else reject(error);
+      return;
+    }
     record.settledAt = new Date().toISOString();
     if (record.state === 'running') record.state = 'settled';
     const base = { runId: record.runId, provider: record.provider, id: record.id, local: record.local };
@@ -351,7 +363,7 @@ export class SubagentService {
         await record.settled.catch(() => undefined);
       } finally {
         record.state = 'disposed';
-        this.index?.update(record.runId, { state: 'disposed' });
+        if (!record.checkpointed) this.index?.update(record.runId, { state: 'disposed' });
         this.disposedCount += 1;
         this.pruneDisposed();
       }
@@ -522,19 +534,26 @@ export class SubagentService {
       if (record.host) record.host.owner = DETACHED;
     }
     if (this.detachGraceMs === 0) return Promise.allSettled(mine.map((r) => this.disposeRecord(r))).then(() => undefined);
-    for (const record of mine) {
-      if (record.state === 'disposed') continue;
-      record.graceTimer = setTimeout(() => {
-        if (record.owner !== DETACHED) return;
-        this.log.info({ runId: record.runId }, 'detached run was not re-attached in time: disposing it');
-        void this.disposeRecord(record);
-      }, this.detachGraceMs);
-      record.graceTimer.unref();
-    }
+    for (const record of mine) if (record.state !== 'disposed') this.startGrace(record);
     return Promise.resolve();
   }
 
-  /** Refuse new starts; with `drain`, let running children finish up to the timeout; then dispose all. */
+  /** Give a detached run the grace period to be re-attached, then cancel and dispose it. */
+  private startGrace(record: RunRecord): void {
+    clearTimeout(record.graceTimer);
+    record.graceTimer = setTimeout(() => {
+      if (record.owner !== DETACHED) return;
+      this.log.info({ runId: record.runId }, 'detached run was not re-attached in time: disposing it');
+      void this.disposeRecord(record);
+    }, this.detachGraceMs);
+    record.graceTimer.unref();
+  }
+
+  /**
+   * Refuse new starts; with `drain`, let running children finish up to the timeout. Children
+   * still running then are checkpointed when their provider can restore them (their logs hold
+   * every finished step, and the next daemon continues them), else cancelled; then dispose all.
+   */
   async shutdown(drain: boolean, timeoutMs: number): Promise<void> {
     this.shuttingDown = true;
     for (const pending of this.starting.values()) pending.abort.abort(new SubagentError('SHUTTING_DOWN', 'the daemon is shutting down'));
@@ -544,9 +563,63 @@ export class SubagentService {
       const timeout = new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)));
       await Promise.race([Promise.allSettled(running.map((r) => r.settled)), timeout]);
       clearTimeout(timer);
+      for (const record of running) {
+        if (record.state !== 'running' || !this.registry.get(record.provider)?.restore) continue;
+        record.checkpointed = true;
+        this.index?.update(record.runId, { state: 'checkpointed' });
+        this.log.info({ runId: record.runId }, 'drain timed out: child checkpointed for the next daemon');
+      }
     }
     await Promise.allSettled([...this.runs.values()].map((record) => this.disposeRecord(record)));
     this.index?.close();
+  }
+
+  /**
+   * Continue the children a draining daemon checkpointed: each is restored from its log and
+   * told to go on, under its old run id and token, detached until its owner re-attaches.
+   */
+  async continueCheckpointed(): Promise<string[]> {
+    const continued: string[] = [];
+    for (const stored of this.index?.all() ?? []) {
+      if (stored.state !== 'checkpointed') continue;
+      try {
+        await this.continueRun(stored);
+        continued.push(stored.runId);
+      } catch (error) {
+        const diagnostic = `the checkpointed child could not be continued: ${error instanceof Error ? error.message : String(error)}`;
+        this.log.error({ err: error, runId: stored.runId }, 'could not continue a checkpointed child');
+        this.index?.update(stored.runId, { state: 'settled', settledAt: new Date().toISOString(), result: { output: [], stopReason: 'error', diagnostic } });
+      }
+    }
+    return continued;
+  }
+
+  private async continueRun(stored: IndexedRun): Promise<void> {
+    const provider = this.registry.get(stored.provider);
+    if (!provider?.restore) throw new Error(`provider "${stored.provider}" is not registered or cannot restore children`);
+    const host = new ServiceRunHost(stored.runId, DETACHED, false, this.log.child({ runId: stored.runId, provider: stored.provider }));
+    const restored = await provider.restore(stored.id, {
+      host,
+      result: { output: [], stopReason: 'aborted' },
+      ...(stored.restore?.persona !== undefined && { persona: stored.restore.persona }),
+      ...(stored.restore?.toolFilter && { toolFilter: stored.restore.toolFilter }),
+    });
+    const abort = new AbortController();
+    const release = await this.admission.acquire(DETACHED.id, abort.signal);
+    let run: DaemonRun;
+    try {
+      run = await restored.resume!([{ type: 'text', text: CONTINUE_PROMPT }], { signal: abort.signal });
+    } catch (error) {
+      release();
+      throw error;
+    }
+    this.publish(stored.provider, run, DETACHED, abort, host, release, {
+      tokenHash: stored.tokenHash,
+      startedAt: stored.startedAt,
+      ...(stored.restore && { restore: stored.restore }),
+    });
+    this.startGrace(this.runs.get(stored.runId)!);
+    this.log.info({ runId: stored.runId }, 'continuing a checkpointed child');
   }
 }
 

@@ -11,7 +11,8 @@
 import { closeSync, copyFileSync, existsSync, openSync, readFileSync, renameSync, writeFileSync, writeSync } from 'node:fs';
 import type { RunState, SubagentResult, ToolFilter } from '../../protocol/index.js';
 
-export type IndexedState = RunState | 'interrupted';
+/** `checkpointed`: stopped at a drain's timeout, to be continued by the next daemon. */
+export type IndexedState = RunState | 'checkpointed';
 
 export interface IndexedRun {
   readonly runId: string;
