@@ -6,7 +6,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
 import { SubagentError, type InitializeParams } from '../protocol/index.js';
 import { clientPackageVersion, defaultDaemonCliPath } from './package-paths.js';
-import { RemoteSubagentService } from './remote-service.js';
+import { reconnectPolicy, type ReconnectOptions } from './reconnect.js';
+import { RemoteSubagentService, type ReconnectSetup } from './remote-service.js';
 import { RpcChannel } from './rpc-channel.js';
 import { isDaemonNotRunning, openSocketTransport } from './socket-transport.js';
 import { spawnStdioTransport, type StdioSpawnOptions } from './stdio-transport.js';
@@ -36,6 +37,16 @@ export interface SocketConnectOptions extends CommonConnectOptions {
    * retried once. Without it, that case rejects with DAEMON_UNAVAILABLE.
    */
   readonly autoStart?: (socket: string) => Promise<void>;
+  /**
+   * Opt-in: when the connection is lost (not by `close()`), re-dial with bounded exponential
+   * backoff plus jitter (`true` = defaults: 10 attempts, 100 ms doubling up to 5 s), present the
+   * token again (`token`, else `<socket>.token` re-read: a restarted daemon writes a new one; the
+   * `autoStart` hook may start a daemon), and re-attach every unsettled run with its token.
+   * Meanwhile runs' `result`s stay pending; requests that were in flight reject with
+   * DAEMON_UNAVAILABLE (they may not have reached the daemon), and so do new calls until the
+   * `reconnected` event. After `maxAttempts` failed re-dials everything rejects as without it.
+   */
+  readonly reconnect?: ReconnectOptions | boolean;
 }
 
 export interface SpawnConnectOptions extends CommonConnectOptions {
@@ -65,6 +76,8 @@ const defaultLogger: ClientLogger = {
 
 export async function connect(options: ConnectOptions): Promise<RemoteSubagentService> {
   const logger = options.logger ?? defaultLogger;
+  // Checked before dialling: a bad policy is the caller's mistake, not the daemon's.
+  const reconnect = 'socket' in options ? reconnectSetup(options, logger) : undefined;
   const transport = await openTransport(options);
   // Read after connecting: an auto-started daemon writes its token file before it listens.
   const token = options.token ?? ('socket' in options ? readTokenBeside(options.socket) : undefined);
@@ -77,11 +90,26 @@ export async function connect(options: ConnectOptions): Promise<RemoteSubagentSe
       ...(options.requestTimeoutMs !== undefined ? { requestTimeoutMs: options.requestTimeoutMs } : {}),
       ...(options.startTimeoutMs !== undefined ? { startTimeoutMs: options.startTimeoutMs } : {}),
       ...(options.onPermission !== undefined ? { onPermission: options.onPermission } : {}),
+      ...(reconnect !== undefined ? { reconnect } : {}),
     });
   } catch (error) {
     await channel.close();
     throw error;
   }
+}
+
+function reconnectSetup(options: SocketConnectOptions, logger: ClientLogger): ReconnectSetup | undefined {
+  const policy = reconnectPolicy(options.reconnect);
+  if (!policy) return undefined;
+  return {
+    policy,
+    dial: async () => {
+      const transport = await openSocket(options);
+      // Re-read each time, after connecting: a restarted daemon wrote a new token before it listened.
+      const token = options.token ?? readTokenBeside(options.socket);
+      return { channel: new RpcChannel(transport, logger), ...(token !== undefined ? { token } : {}) };
+    },
+  };
 }
 
 /** The shared daemon writes its token 0600 beside its socket; only this user can read it. */

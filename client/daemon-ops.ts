@@ -18,10 +18,19 @@ import {
 import type { RpcChannel } from './rpc-channel.js';
 
 export class DaemonOps {
+  private readonly current: () => RpcChannel;
+
+  /** `channel` may be a function: a reconnecting service hands the connection of the moment. */
   constructor(
-    private readonly channel: RpcChannel,
+    channel: RpcChannel | (() => RpcChannel),
     private readonly timeoutMs: number | undefined,
-  ) {}
+  ) {
+    this.current = typeof channel === 'function' ? channel : () => channel;
+  }
+
+  private get channel(): RpcChannel {
+    return this.current();
+  }
 
   private get timeout(): { timeoutMs?: number } {
     return this.timeoutMs === undefined ? {} : { timeoutMs: this.timeoutMs };

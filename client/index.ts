@@ -16,6 +16,7 @@ export type {
   ClientProvider,
   ClientStartRequest,
   ClientTool,
+  DisconnectedEvent,
   HarnessAgentLike,
   LocalSubagentProvider,
   ParentInput,
@@ -23,6 +24,7 @@ export type {
   ProviderAddedEvent,
   ProviderInfo,
   ProviderRemovedEvent,
+  ReconnectedEvent,
   RemoteProvider,
   RemoteSubagentRun,
   ServiceEventMap,
@@ -57,3 +59,4 @@ export type {
   Usage,
 } from '../protocol/index.js';
 export { DaemonOps } from './daemon-ops.js';
+export type { ReconnectOptions } from './reconnect.js';

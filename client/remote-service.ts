@@ -1,10 +1,12 @@
 /**
  * `SubagentService` over a daemon connection. Harness code uses it exactly like the in-process
  * service: daemon providers and client-local providers share one namespace, runs come back as
- * seam `SubagentRun`s, and lifecycle events arrive through `on`.
+ * seam `SubagentRun`s, and lifecycle events arrive through `on`. With a reconnect policy, a lost
+ * connection is re-dialled and the unsettled runs are re-attached by their tokens.
  */
 import { CancellationTokenSource } from 'vscode-jsonrpc/node';
 import {
+  AttachRequest,
   CancelRequest,
   DisposeRequest,
   EndNotification,
@@ -21,9 +23,11 @@ import {
   SubagentError,
   WaitRequest,
   type ClientToolDeclaration,
+  type AttachResult,
   type ContentBlock,
   type DaemonIdentity,
   type InitializeParams,
+  type InitializeResult,
   type ProviderDescriptor,
   type RunEvent,
   type StartParams,
@@ -41,6 +45,7 @@ import { createRunHandle, type RunControls } from './run-handle.js';
 import { RunRecord } from './run-record.js';
 import { RunTable } from './run-table.js';
 import { serveDaemonRequests } from './daemon-requests.js';
+import { backoffDelay, Pause, type ReconnectPolicy } from './reconnect.js';
 import type {
   ClientLogger,
   ClientProvider,
@@ -63,7 +68,18 @@ export interface ServiceOptions {
   readonly startTimeoutMs?: number;
   readonly logger: ClientLogger;
   readonly onPermission?: PermissionHandler;
+  /** Re-dial a lost daemon with this policy; without it a loss fails every run (DAEMON_UNAVAILABLE). */
+  readonly reconnect?: ReconnectSetup;
 }
+
+/** How a service gets a new connection: `dial` opens one (not yet listening) and says which token to present. */
+export interface ReconnectSetup {
+  readonly policy: ReconnectPolicy;
+  readonly dial: () => Promise<{ readonly channel: RpcChannel; readonly token?: string }>;
+}
+
+/** Bounds `initialize` and `run/attach` while reconnecting when no `requestTimeoutMs` is set. */
+const REATTACH_TIMEOUT_MS = 10_000;
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
@@ -76,43 +92,55 @@ export class RemoteSubagentService {
   private identity: DaemonIdentity | undefined;
   private opsSurface: DaemonOps | undefined;
   private daemonProtocol = '';
+  /** The connection of the moment: replaced when the service reconnects. */
+  private channel: RpcChannel;
+  /** `close()` was called: a loss is final, whatever the policy. */
+  private closing = false;
+  /** Set from a loss until `reconnected` (or giving up): the loss it recovers from. */
+  private reconnecting: SubagentError | undefined;
+  /** Set once reconnecting gave up: what every later call rejects with. */
+  private finalError: SubagentError | undefined;
+  private readonly pause = new Pause();
+  /** A re-dialled connection still in its handshake; `close()` closes it too. */
+  private dialling: RpcChannel | undefined;
+  /**
+   * With a reconnect policy: settled runs not yet disposed, by run id. They are re-attached too,
+   * so that their `dispose` and `resume` reach the daemon over the new connection.
+   */
+  private readonly retained = new Map<string, RunRecord>();
   private readonly controls: RunControls = {
     dispose: (record) => this.disposeRun(record),
     sendMessage: (record, content) => this.sendMessage(record, content),
     resume: (record, content) => this.resumeRun(record, content),
     wait: (record) => this.waitRun(record),
+    mayRetryDispose: (error) => this.mayRecover(error),
   };
 
   private constructor(
-    private readonly channel: RpcChannel,
+    channel: RpcChannel,
     private readonly options: ServiceOptions,
   ) {
+    this.channel = channel;
     this.logger = options.logger;
     this.events = new EventHub(this.logger);
     this.directory = new ProviderDirectory(this.events);
     this.local = new LocalProviders(this.events);
-    this.listenToDaemon();
-    channel.onLost((error) => {
-      for (const record of this.runs.drain()) record.fail(error);
-    });
+    this.listenToDaemon(channel);
+    channel.onLost((error) => this.connectionLost(channel, error));
   }
 
   /** Register every handler, start reading, and perform the `initialize` handshake. */
   static async open(channel: RpcChannel, options: ServiceOptions): Promise<RemoteSubagentService> {
     const service = new RemoteSubagentService(channel, options);
     channel.listen();
-    const params: Mutable<InitializeParams> = { protocolVersion: PROTOCOL_VERSION, clientInfo: options.clientInfo };
-    if (options.token !== undefined) params.token = options.token;
-    const answer = await channel.request(InitializeRequest, params, {
-      validateAs: 'initialize#result',
-      ...timeout(options.requestTimeoutMs),
-    });
-    if (major(answer.protocolVersion) !== major(PROTOCOL_VERSION)) {
-      throw new SubagentError(
-        'PROTOCOL_VERSION',
-        `${channel.describe()} speaks protocol ${answer.protocolVersion}, this client ${PROTOCOL_VERSION}; upgrade the older one`,
-        { daemonVersion: answer.protocolVersion, clientVersion: PROTOCOL_VERSION },
-      );
+    let answer: InitializeResult;
+    try {
+      answer = await handshake(channel, options.clientInfo, options.token, options.requestTimeoutMs);
+    } catch (error) {
+      // Never handed out: nothing to reconnect.
+      service.closing = true;
+      service.pause.interrupt();
+      throw error;
     }
     service.identity = answer.daemon;
     service.daemonProtocol = answer.protocolVersion;
@@ -122,7 +150,7 @@ export class RemoteSubagentService {
 
   /** Status, run list, inspect, attach and shutdown: the daemon's operations surface. */
   get ops(): DaemonOps {
-    this.opsSurface ??= new DaemonOps(this.channel, this.options.requestTimeoutMs);
+    this.opsSurface ??= new DaemonOps(() => this.channel, this.options.requestTimeoutMs);
     return this.opsSurface;
   }
 
@@ -136,9 +164,12 @@ export class RemoteSubagentService {
     return this.daemonProtocol;
   }
 
-  /** DAEMON_UNAVAILABLE once the connection is gone, else undefined (a hook for reconnecting). */
+  /**
+   * DAEMON_UNAVAILABLE while there is no usable connection (gone, or being re-established until
+   * the `reconnected` event), else undefined.
+   */
   get disconnected(): SubagentError | undefined {
-    return this.channel.gone;
+    return this.unavailable();
   }
 
   /** Provider names: the daemon's in its order, then this process's. */
@@ -191,13 +222,23 @@ export class RemoteSubagentService {
     return answer.providers;
   }
 
-  /** Close the connection. Pending calls and unsettled daemon runs reject with DAEMON_UNAVAILABLE. */
-  close(): Promise<void> {
-    return this.channel.close();
+  /**
+   * Close the connection (and stop reconnecting). Pending calls and unsettled daemon runs reject
+   * with DAEMON_UNAVAILABLE.
+   */
+  async close(): Promise<void> {
+    this.closing = true;
+    this.pause.interrupt();
+    const channel = this.channel;
+    await Promise.all([channel.close(), this.dialling?.close()]);
+    // A channel lost earlier (we were reconnecting) no longer reports; fail what still waits.
+    const closed = new SubagentError('DAEMON_UNAVAILABLE', `the connection to ${channel.describe()} is gone (closed by this client)`);
+    for (const record of this.runs.drain()) record.fail(closed);
+    this.retained.clear();
   }
 
   private async startRemote(name: string, request: ClientStartRequest): Promise<RemoteSubagentRun> {
-    const gone = this.channel.gone;
+    const gone = this.unavailable();
     if (gone) throw gone;
     const descriptor = this.directory.get(name);
     if (!descriptor) {
@@ -238,6 +279,7 @@ export class RemoteSubagentService {
       const started = await send(pending.token);
       record = new RunRecord({
         runId: started.runId,
+        runToken: started.runToken,
         provider: started.provider,
         runtime,
         tools,
@@ -246,6 +288,7 @@ export class RemoteSubagentService {
       });
       record.detachSignal = () => signal?.removeEventListener('abort', onAbort);
       this.runs.add(record);
+      if (this.options.reconnect) this.retainOnceSettled(record);
       // Aborted while the answer was on its way: the child is already published, so cancel it.
       if (signal?.aborted) this.cancelRun(record);
       return createRunHandle(record, started, this.controls);
@@ -261,14 +304,28 @@ export class RemoteSubagentService {
   private cancelRun(record: RunRecord): void {
     if (record.settled) return;
     record.detachSignal();
-    this.channel
+    // No connection to send it on yet: the cancel goes out once the run is re-attached.
+    if (this.reconnecting && !this.closing) {
+      record.cancelOnReattach = true;
+      return;
+    }
+    this.sendCancel(this.channel, record);
+  }
+
+  private sendCancel(channel: RpcChannel, record: RunRecord): void {
+    channel
       .request(CancelRequest, { runId: record.runId }, timeout(this.options.requestTimeoutMs))
-      .catch((error: unknown) => this.logger.error(`cancelling run ${record.runId} failed`, error));
+      .catch((error: unknown) => {
+        if (this.mayRecover(error) && !record.settled) record.cancelOnReattach = true;
+        else this.logger.error(`cancelling run ${record.runId} failed`, error);
+      });
   }
 
   private async disposeRun(record: RunRecord): Promise<void> {
     record.detachSignal();
     await this.channel.request(DisposeRequest, { runId: record.runId }, timeout(this.options.requestTimeoutMs));
+    this.retained.delete(record.runId);
+    record.disposed = true;
   }
 
   /** The seam's `sendMessage` returns nothing, so a failure can only be reported to the logger. */
@@ -291,13 +348,222 @@ export class RemoteSubagentService {
   }
 
   private async waitRun(record: RunRecord): Promise<SubagentResult> {
-    const result = await this.channel.request(WaitRequest, { runId: record.runId }, { validateAs: 'run/wait#result' });
-    record.resolve(result);
-    return result;
+    // Reconnecting settles the run either way (re-attached, or failed when it gives up).
+    if (this.reconnecting && !this.closing) return record.result;
+    try {
+      const result = await this.channel.request(WaitRequest, { runId: record.runId }, { validateAs: 'run/wait#result' });
+      record.resolve(result);
+      return result;
+    } catch (error) {
+      if (this.mayRecover(error)) return record.result;
+      throw error;
+    }
   }
 
-  private listenToDaemon(): void {
-    const { channel } = this;
+  /** What new calls reject with while there is no usable connection, else undefined. */
+  private unavailable(): SubagentError | undefined {
+    if (this.finalError) return this.finalError;
+    if (this.reconnecting && !this.closing) {
+      return new SubagentError(
+        'DAEMON_UNAVAILABLE',
+        `the connection to ${this.channel.describe()} is being re-established; calls work again after the 'reconnected' event (${this.reconnecting.message})`,
+      );
+    }
+    return this.channel.gone;
+  }
+
+  /** A call failed because the connection went, and a reconnect is under way (or about to be). */
+  private mayRecover(error: unknown): boolean {
+    return (
+      this.options.reconnect !== undefined &&
+      !this.closing &&
+      this.finalError === undefined &&
+      error instanceof SubagentError &&
+      error.code === 'DAEMON_UNAVAILABLE'
+    );
+  }
+
+  private retainOnceSettled(record: RunRecord): void {
+    record.onSettled(() => {
+      if (!record.disposed && !this.closing && this.finalError === undefined) this.retained.set(record.runId, record);
+    });
+  }
+
+  /** The handler every connection's loss reaches; only the current connection's counts. */
+  private connectionLost(channel: RpcChannel, error: SubagentError): void {
+    if (channel !== this.channel) return;
+    // Reconnecting needs a service that was handed out (initialized) and is not being closed.
+    if (this.closing || !this.options.reconnect || !this.identity) {
+      for (const record of this.runs.drain()) record.fail(error);
+      this.retained.clear();
+      if (!this.closing) this.events.emit('disconnected', { error, reconnecting: false });
+      return;
+    }
+    // Lost again while re-attaching: the running reconnect sees it and dials again.
+    if (this.reconnecting) return;
+    this.reconnecting = error;
+    this.events.emit('disconnected', { error, reconnecting: true });
+    void this.reconnect(this.options.reconnect, error).catch((failure: unknown) => {
+      this.logger.error('reconnecting failed unexpectedly', failure);
+      this.giveUp(this.channel, error, 0, failure);
+    });
+  }
+
+  /**
+   * Re-dial with bounded exponential backoff, re-initialize, then re-attach every unsettled run.
+   * Runs keep waiting meanwhile; after `maxAttempts` failed re-dials they reject.
+   */
+  private async reconnect(setup: ReconnectSetup, lost: SubagentError): Promise<void> {
+    const { policy } = setup;
+    const lostChannel = this.channel;
+    const epochBefore = this.identity?.epoch;
+    let lastFailure: unknown = lost;
+    let attempts = 0;
+    while (attempts < policy.maxAttempts) {
+      if (this.closing) return;
+      attempts += 1;
+      await this.pause.sleep(backoffDelay(policy, attempts));
+      if (this.closing) return;
+      let channel: RpcChannel;
+      let answer: InitializeResult;
+      try {
+        ({ channel, answer } = await this.redial(setup));
+      } catch (error) {
+        lastFailure = error;
+        this.logger.warn?.(`reconnect attempt ${attempts} of ${policy.maxAttempts} to ${lostChannel.describe()} failed: ${messageOf(error)}`);
+        if (error instanceof SubagentError && error.code === 'PROTOCOL_VERSION') break;
+        continue;
+      }
+      if (this.closing) {
+        await channel.close();
+        return;
+      }
+      const restarted = epochBefore !== undefined && answer.daemon.epoch !== epochBefore;
+      this.channel = channel;
+      this.identity = answer.daemon;
+      this.daemonProtocol = answer.protocolVersion;
+      this.directory.replace(answer.providers);
+      channel.onLost((error) => this.connectionLost(channel, error));
+      await this.reattachAll(channel, restarted);
+      if (this.closing) return;
+      if (channel.gone) {
+        lastFailure = channel.gone;
+        continue;
+      }
+      this.reconnecting = undefined;
+      this.events.emit('reconnected', { epoch: answer.daemon.epoch, restarted, attempts });
+      return;
+    }
+    this.giveUp(lostChannel, lost, attempts, lastFailure);
+  }
+
+  /** One re-dial: a new connection with our handlers, initialized. */
+  private async redial(setup: ReconnectSetup): Promise<{ channel: RpcChannel; answer: InitializeResult }> {
+    const { channel, token } = await setup.dial();
+    this.dialling = channel;
+    try {
+      this.listenToDaemon(channel);
+      channel.listen();
+      const answer = await handshake(channel, this.options.clientInfo, token, this.options.requestTimeoutMs ?? REATTACH_TIMEOUT_MS);
+      return { channel, answer };
+    } catch (error) {
+      await channel.close();
+      throw error;
+    } finally {
+      this.dialling = undefined;
+    }
+  }
+
+  private giveUp(lostChannel: RpcChannel, lost: SubagentError, attempts: number, lastFailure: unknown): void {
+    if (this.closing) return;
+    const last = lastFailure === lost ? '' : ` (last: ${messageOf(lastFailure)})`;
+    const error = new SubagentError(
+      'DAEMON_UNAVAILABLE',
+      `the connection to ${lostChannel.describe()} was lost and ${attempts} reconnect attempt${attempts === 1 ? '' : 's'} failed${last}; check \`subagentd status\`, or run \`subagentd start\``,
+    );
+    this.finalError = error;
+    this.reconnecting = undefined;
+    for (const record of this.runs.drain()) record.fail(error);
+    this.retained.clear();
+  }
+
+  private async reattachAll(channel: RpcChannel, restarted: boolean): Promise<void> {
+    const live = this.runs.live();
+    const settled = [...this.retained.values()];
+    await Promise.all([
+      ...live.map((record) => this.reattach(channel, record, restarted)),
+      ...settled.map((record) => this.reclaim(channel, record)),
+    ]);
+  }
+
+  private attach(channel: RpcChannel, record: RunRecord): Promise<AttachResult> {
+    return channel.request(
+      AttachRequest,
+      { runId: record.runId, runToken: record.runToken },
+      { validateAs: 'run/attach#result', ...timeout(this.options.requestTimeoutMs ?? REATTACH_TIMEOUT_MS) },
+    );
+  }
+
+  /**
+   * Take an unsettled run back. Settled meanwhile (or interrupted by a daemon restart) → its
+   * result resolves it; still running → `subagent/end` on this connection settles it, with
+   * `run/wait` as a backstop; unknown to the daemon → it was lost.
+   */
+  private async reattach(channel: RpcChannel, record: RunRecord, restarted: boolean): Promise<void> {
+    let answer: AttachResult;
+    try {
+      answer = await this.attach(channel, record);
+    } catch (error) {
+      // Lost again: the next round re-attaches it.
+      if (record.settled || channel.gone) return;
+      const code = error instanceof SubagentError ? error.code : undefined;
+      const why =
+        code === 'NOT_OWNER' || code === 'UNKNOWN_RUN'
+          ? `${channel.describe()}${restarted ? ', which restarted,' : ''} no longer knows it`
+          : `it could not be re-attached`;
+      record.fail(new SubagentError('DAEMON_UNAVAILABLE', `run ${record.runId} was lost when the connection dropped: ${why} (${messageOf(error)})`));
+      return;
+    }
+    if (record.settled) return;
+    const { result } = answer;
+    if (result) {
+      record.resolve(result);
+      // The daemon's `subagent/end` went nowhere while we were away: tell listeners now.
+      this.events.emit('subagent/end', {
+        runId: record.runId,
+        provider: answer.run.provider,
+        id: answer.run.id,
+        local: false,
+        stopReason: result.stopReason,
+        ...(result.output.length > 0 ? { lastAssistantMessage: result.output } : {}),
+        ...(result.usage ? { usage: result.usage } : {}),
+      });
+      return;
+    }
+    if (record.cancelOnReattach) {
+      record.cancelOnReattach = false;
+      this.sendCancel(channel, record);
+    }
+    channel.request(WaitRequest, { runId: record.runId }, { validateAs: 'run/wait#result' }).then(
+      (waited) => record.resolve(waited),
+      (error: unknown) => {
+        if (!record.settled && !channel.gone) this.logger.warn?.(`run/wait for re-attached run ${record.runId} failed`, error);
+      },
+    );
+  }
+
+  /** Take back a settled, undisposed run, so its dispose and resume reach the daemon; best effort. */
+  private async reclaim(channel: RpcChannel, record: RunRecord): Promise<void> {
+    try {
+      await this.attach(channel, record);
+    } catch (error) {
+      if (channel.gone) return;
+      this.retained.delete(record.runId);
+      this.logger.warn?.(`settled run ${record.runId} could not be re-attached: ${messageOf(error)}`);
+    }
+  }
+
+  private listenToDaemon(channel: RpcChannel): void {
     channel.onNotification(ProviderAddedNotification, 'subagent/provider-added', ({ provider }) => {
       if (this.local.get(provider.name)) {
         this.logger.warn?.(`the daemon added provider '${provider.name}', which a local provider of that name shadows`);
@@ -329,6 +595,30 @@ export class RemoteSubagentService {
 
 function timeout(ms: number | undefined): { timeoutMs?: number } {
   return ms === undefined ? {} : { timeoutMs: ms };
+}
+
+/** `initialize`, and the major-version check of its answer. */
+async function handshake(
+  channel: RpcChannel,
+  clientInfo: InitializeParams['clientInfo'],
+  token: string | undefined,
+  timeoutMs: number | undefined,
+): Promise<InitializeResult> {
+  const params: Mutable<InitializeParams> = { protocolVersion: PROTOCOL_VERSION, clientInfo };
+  if (token !== undefined) params.token = token;
+  const answer = await channel.request(InitializeRequest, params, { validateAs: 'initialize#result', ...timeout(timeoutMs) });
+  if (major(answer.protocolVersion) !== major(PROTOCOL_VERSION)) {
+    throw new SubagentError(
+      'PROTOCOL_VERSION',
+      `${channel.describe()} speaks protocol ${answer.protocolVersion}, this client ${PROTOCOL_VERSION}; upgrade the older one`,
+      { daemonVersion: answer.protocolVersion, clientVersion: PROTOCOL_VERSION },
+    );
+  }
+  return answer;
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
 }
 
 function major(version: string): string {

@@ -12,6 +12,11 @@ export interface RunControls {
   sendMessage(record: RunRecord, content: ContentBlock[]): void;
   resume(record: RunRecord, content: ContentBlock[]): Promise<RemoteSubagentRun>;
   wait(record: RunRecord): Promise<SubagentResult>;
+  /**
+   * Whether a failed dispose may be sent again (it never reached a daemon the service is
+   * reconnecting to). Otherwise the failure is memoised like a success.
+   */
+  mayRetryDispose?(error: unknown): boolean;
 }
 
 export function createRunHandle(record: RunRecord, started: StartResult, controls: RunControls): RemoteSubagentRun {
@@ -24,8 +29,13 @@ export function createRunHandle(record: RunRecord, started: StartResult, control
     localAgent: undefined,
     provider: record.provider,
     result: record.result,
-    // Memoised: one `run/dispose` on the wire however often, and however concurrently, it is called.
-    dispose: () => (disposing ??= controls.dispose(record)),
+    // Memoised: one `run/dispose` on the wire however often, and however concurrently, it is called
+    // (unless it failed with the connection and the service reconnects: then the next call retries).
+    dispose: () =>
+      (disposing ??= controls.dispose(record).catch((error: unknown) => {
+        if (controls.mayRetryDispose?.(error)) disposing = undefined;
+        throw error;
+      })),
     wait: () => controls.wait(record),
     ...(runtime.sendMessage ? { sendMessage: (content: ContentBlock[]) => controls.sendMessage(record, content) } : {}),
     ...(runtime.resume ? { resume: (content: ContentBlock[]) => controls.resume(record, content) } : {}),

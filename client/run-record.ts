@@ -26,6 +26,8 @@ export class RunFaultError extends Error {
 
 export interface RunRecordInit {
   readonly runId: string;
+  /** The secret `run/attach` takes; kept so a reconnecting service can re-attach the run. */
+  readonly runToken: string;
   readonly provider: string;
   /** The provider's runtime capabilities when the run started; a resume keeps them. */
   readonly runtime: ProviderDescriptor['runtime'];
@@ -36,6 +38,7 @@ export interface RunRecordInit {
 
 export class RunRecord {
   readonly runId: string;
+  readonly runToken: string;
   readonly provider: string;
   readonly runtime: ProviderDescriptor['runtime'];
   readonly tools: ReadonlyMap<string, ClientTool>;
@@ -49,9 +52,14 @@ export class RunRecord {
   private readonly logger: ClientLogger;
   /** Stops listening to the start request's signal; set by the service, run on settle or dispose. */
   detachSignal: () => void = () => undefined;
+  /** Cancelled while the service was reconnecting: `run/cancel` is sent once it is re-attached. */
+  cancelOnReattach = false;
+  /** `run/dispose` succeeded: the daemon holds nothing of it any more. */
+  disposed = false;
 
   constructor(init: RunRecordInit) {
     this.runId = init.runId;
+    this.runToken = init.runToken;
     this.provider = init.provider;
     this.runtime = init.runtime;
     this.tools = init.tools;

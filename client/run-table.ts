@@ -45,6 +45,11 @@ export class RunTable {
     return new Promise((resolve) => this.waiters.push({ runId, resolve }));
   }
 
+  /** Every live run, left in place (to re-attach them after a reconnect). */
+  live(): RunRecord[] {
+    return [...this.records.values()];
+  }
+
   /** Remove and return every live run (the connection is gone). */
   drain(): RunRecord[] {
     const all = [...this.records.values()];

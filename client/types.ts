@@ -11,6 +11,7 @@ import type {
   RunEvent,
   SessionEvent,
   SubagentEndEvent,
+  SubagentError,
   SubagentProvider,
   SubagentResult,
   SubagentRun,
@@ -106,12 +107,32 @@ export interface ProviderRemovedEvent {
   readonly origin: 'daemon' | 'local';
 }
 
+/** The connection to the daemon was lost (not by `close()`). */
+export interface DisconnectedEvent {
+  /** DAEMON_UNAVAILABLE, saying how the connection ended. */
+  readonly error: SubagentError;
+  /** Whether the service is reconnecting (`reconnect` was given): a `reconnected` event, or the runs' rejection, follows. */
+  readonly reconnecting: boolean;
+}
+
+/** The service reconnected and re-attached its runs; calls work again. */
+export interface ReconnectedEvent {
+  /** The daemon's epoch now. */
+  readonly epoch: string;
+  /** Whether that is another daemon process than before the loss (its runs were interrupted). */
+  readonly restarted: boolean;
+  /** Re-dials it took (1-based). */
+  readonly attempts: number;
+}
+
 /** The events `on` accepts, and their payloads. */
 export interface ServiceEventMap {
   'subagent/start': SubagentStartEvent;
   'subagent/end': SubagentEndEvent;
   'subagent/provider-added': ProviderAddedEvent;
   'subagent/provider-removed': ProviderRemovedEvent;
+  disconnected: DisconnectedEvent;
+  reconnected: ReconnectedEvent;
 }
 
 export type ServiceEventName = keyof ServiceEventMap;
