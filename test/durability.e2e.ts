@@ -6,7 +6,7 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { afterEach, expect, it } from 'vitest';
-import { CLI, startDaemon, type DaemonProcess } from './support/daemon-process.js';
+import { CLI, restartDaemon, startDaemon, type DaemonProcess } from './support/daemon-process.js';
 import { RawPeer } from './support/raw-peer.js';
 import { chunk, startChatCompletionsServer, textResponse } from './support/chat-completions-server.js';
 
@@ -19,24 +19,8 @@ afterEach(async () => {
 
 async function respawn(old: DaemonProcess): Promise<DaemonProcess> {
   // Same socket, state dir and config: what `subagentd start` does after a crash.
-  const proc = spawn(process.execPath, [CLI, 'daemon', '--socket', old.socket, '--state-dir', old.stateDir, '--config', old.configPath], {
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let err = '';
-  proc.stderr?.on('data', (d: Buffer) => (err += d.toString()));
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    try {
-      const peer = await RawPeer.initialized(old.socket);
-      peer.close();
-      break;
-    } catch {
-      if (Date.now() > deadline || proc.exitCode !== null) throw new Error(`restart failed: ${err}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
-  const next: DaemonProcess = { ...old, proc, stderr: () => err };
-  return next;
+  await new Promise<void>((resolve) => (old.proc.exitCode !== null || old.proc.signalCode !== null ? resolve() : old.proc.once('exit', () => resolve())));
+  return restartDaemon(old);
 }
 
 it('a run survives its connection closing and is re-attached with its token', async () => {
@@ -177,7 +161,9 @@ it('a second daemon on the same state dir is refused, naming the live one', asyn
   });
   let err = '';
   rival.stderr.on('data', (d: Buffer) => (err += d.toString()));
+  const guard = setTimeout(() => rival.kill('SIGKILL'), 10_000); // never leave it behind
   const code = await new Promise<number | null>((resolve) => rival.once('exit', resolve));
+  clearTimeout(guard);
   expect(code).toBe(1);
   expect(err).toContain(`pid ${daemon.proc.pid}`);
   // The live daemon is unharmed.
@@ -195,7 +181,9 @@ it('a second daemon on the same socket is refused and leaves the first one servi
   });
   let err = '';
   rival.stderr.on('data', (d: Buffer) => (err += d.toString()));
+  const guard = setTimeout(() => rival.kill('SIGKILL'), 10_000); // never leave it behind
   expect(await new Promise((resolve) => rival.once('exit', resolve))).toBe(1);
+  clearTimeout(guard);
   expect(err).toMatch(/already listening/);
   expect(readFileSync(`${daemon.socket}.token`, 'utf8')).toBe(token);
   const peer = await RawPeer.initialized(daemon.socket);

@@ -69,7 +69,9 @@ it.each([
   });
   let err = '';
   proc.stderr.on('data', (d: Buffer) => (err += d.toString()));
+  const guard = setTimeout(() => proc.kill('SIGKILL'), 10_000); // never leave it behind
   expect(await new Promise((resolve) => proc.once('exit', resolve))).toBe(1);
+  clearTimeout(guard);
   expect(err).toMatch(message);
 });
 

@@ -3,7 +3,7 @@
  * dir, with the fixture providers loaded, and stops it. Every helper bounds its waits.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
@@ -26,27 +26,45 @@ export function makeTempDir(prefix = 'subagentd-test-'): string {
   return mkdtempSync(join(tmpdir(), prefix));
 }
 
-export async function startDaemon(config: Record<string, unknown> = {}, extraArgs: string[] = []): Promise<DaemonProcess> {
+export interface StartOptions {
+  /** The daemon's environment (default: this process's, without SUBAGENTD_* settings). */
+  readonly env?: NodeJS.ProcessEnv;
+}
+
+export async function startDaemon(config: Record<string, unknown> = {}, extraArgs: string[] = [], options: StartOptions = {}): Promise<DaemonProcess> {
   if (!existsSync(CLI)) throw new Error(`build first: ${CLI} is missing (npm run build)`);
   const dir = makeTempDir();
-  const socket = join(dir, 'run', 'daemon.sock');
-  const stateDir = join(dir, 'state');
   const configPath = join(dir, 'config.json');
   writeFileSync(configPath, JSON.stringify({ providerModules: [FIXTURE_PROVIDERS], ...config }));
+  return launch({ dir, socket: join(dir, 'run', 'daemon.sock'), stateDir: join(dir, 'state'), configPath }, extraArgs, options);
+}
+
+/** A new daemon on a stopped (or killed) one's socket, state dir and config: a restart. */
+export function restartDaemon(old: DaemonProcess, options: StartOptions = {}): Promise<DaemonProcess> {
+  return launch(old, [], options);
+}
+
+async function launch(
+  paths: Pick<DaemonProcess, 'dir' | 'socket' | 'stateDir' | 'configPath'>,
+  extraArgs: string[],
+  options: StartOptions,
+): Promise<DaemonProcess> {
+  const { dir, socket, stateDir, configPath } = paths;
+  const env = options.env ?? { ...process.env, SUBAGENTD_SOCKET: '', SUBAGENTD_HOME: '', SUBAGENTD_CONFIG: '' };
+  const spawnedAt = Date.now();
   const proc = spawn(process.execPath, [CLI, 'daemon', '--socket', socket, '--state-dir', stateDir, '--config', configPath, ...extraArgs], {
     stdio: ['ignore', 'ignore', 'pipe'],
-    env: { ...process.env, SUBAGENTD_SOCKET: '', SUBAGENTD_HOME: '', SUBAGENTD_CONFIG: '' },
+    env,
   });
   let err = '';
   proc.stderr?.on('data', (d: Buffer) => (err += d.toString()));
   const exited = new Promise<void>((res) => proc.once('exit', () => res()));
-  await waitFor(() => (existsSync(socket) && existsSync(`${socket}.token`)) || proc.exitCode !== null, 10_000, () => `daemon did not listen: ${err}`);
+  // A killed predecessor leaves its socket and token behind: wait for this daemon's own token.
+  const fresh = (): boolean => existsSync(socket) && existsSync(`${socket}.token`) && statSync(`${socket}.token`).mtimeMs >= spawnedAt - 5;
+  await waitFor(() => fresh() || proc.exitCode !== null, 10_000, () => `daemon did not listen: ${err}`);
   if (proc.exitCode !== null) throw new Error(`daemon exited ${proc.exitCode}: ${err}`);
   return {
-    dir,
-    socket,
-    stateDir,
-    configPath,
+    ...paths,
     proc,
     stderr: () => err,
     async stop() {
