@@ -79,7 +79,8 @@ export async function runCommand(settings: CommonSettings, options: RunCommandOp
     try {
       result = await run.result;
     } finally {
-      await run.dispose();
+      // A daemon that went away (e.g. right after a drain let this child finish) has disposed its runs: keep the result.
+      await run.dispose().catch((error: unknown) => { if (!(error instanceof SubagentError && error.code === 'DAEMON_UNAVAILABLE')) throw error; });
     }
     const text = result.output.map((b) => (b.type === 'text' ? b.text : '')).join('');
     if (settings.json) {

@@ -53,6 +53,7 @@ import {
 } from '../protocol/index.js';
 import { describeProvider } from './provider.js';
 import type { RunOwner, SubagentService } from './service/subagent-service.js';
+import { CountingWriter } from './transport/counting-writer.js';
 import { ProgressBacklog } from './transport/progress-backlog.js';
 import { GuardedMessageReader, type FrameLimits, type Violation } from './transport/guarded-reader.js';
 import { tokensEqual } from './auth-token.js';
@@ -65,6 +66,8 @@ export interface ConnectionContext {
   readonly token: string | undefined;
   /** Unsent notifications past which streamed progress waits in a coalescing backlog. */
   readonly maxPendingNotifications: number;
+  /** Unanswered requests plus unsent messages past which the client's input is held until it reads. */
+  readonly maxUnsentBeforePause: number;
   /** Unsent notifications past which the client is cut off as not reading. */
   readonly maxUnsentBeforeCutoff: number;
   /** Bytes of streamed progress kept for a slow reader before the oldest is dropped. */
@@ -79,13 +82,17 @@ const LOGGED_VIOLATIONS = 3;
 
 export class ClientConnection implements RunOwner {
   private readonly rpc: MessageConnection;
-  private readonly writer: StreamMessageWriter;
+  private readonly writer: CountingWriter;
   private readonly log: Logger;
   private initialized = false;
   private closed = false;
   private violations = 0;
-  private pendingWrites = 0;
   private readonly backlog: ProgressBacklog;
+  private readonly reader: GuardedMessageReader;
+  /** Requests handed to the library and not yet answered, by id (a client may reuse ids). */
+  private readonly openRequests = new Map<string | number | null, number>();
+  private openCount = 0;
+  private holding = false;
   private readonly unsubscribe: () => void;
   private readonly closedPromise: Promise<void>;
   private resolveClosed!: () => void;
@@ -101,9 +108,21 @@ export class ClientConnection implements RunOwner {
     this.log = ctx.log.child({ conn: id });
     this.closedPromise = new Promise((resolve) => (this.resolveClosed = resolve));
     this.backlog = new ProgressBacklog(ctx.maxBacklogBytes);
-    this.writer = new StreamMessageWriter(output);
-    const reader = new GuardedMessageReader(input, ctx.limits, (violation) => this.onViolation(violation));
-    this.rpc = createMessageConnection(reader, this.writer, {
+    this.writer = new CountingWriter(new StreamMessageWriter(output), (written) => {
+      if (written && 'id' in written && !('method' in written)) this.answered((written as { id: string | number | null }).id);
+      this.balanceLoad();
+    });
+    this.reader = new GuardedMessageReader(
+      input,
+      ctx.limits,
+      (violation) => this.onViolation(violation),
+      (id) => {
+        this.openRequests.set(id, (this.openRequests.get(id) ?? 0) + 1);
+        this.openCount += 1;
+        this.balanceLoad();
+      },
+    );
+    this.rpc = createMessageConnection(this.reader, this.writer, {
       error: (message) => this.log.error(message),
       warn: (message) => this.log.warn(message),
       info: (message) => this.log.debug(message),
@@ -134,6 +153,8 @@ export class ClientConnection implements RunOwner {
     this.closed = true;
     this.log.info({ reason, client: this.clientName }, 'connection closed');
     this.unsubscribe();
+    // Let what is already queued (a last reply, a final subagent/end) reach a reader that reads.
+    await this.writer.drained(1000);
     this.rpc.dispose();
     this.destroy();
     try {
@@ -141,6 +162,31 @@ export class ClientConnection implements RunOwner {
     } finally {
       this.resolveClosed();
     }
+  }
+
+  /**
+   * A peer that does not read what we write is not read either: past the bound, its requests
+   * wait in the kernel instead of piling replies up in this process.
+   */
+  private balanceLoad(): void {
+    const load = this.openCount + this.writer.unsent;
+    if (!this.holding && load >= this.ctx.maxUnsentBeforePause) {
+      this.holding = true;
+      this.log.warn({ client: this.clientName, load }, 'client is not reading its replies: holding its input');
+      this.reader.hold();
+    } else if (this.holding && load <= this.ctx.maxUnsentBeforePause / 2) {
+      this.holding = false;
+      this.reader.release();
+    }
+  }
+
+  /** A reply went out: only replies to requests we handed over count (not framing errors). */
+  private answered(id: string | number | null): void {
+    const n = this.openRequests.get(id);
+    if (n === undefined) return;
+    if (n <= 1) this.openRequests.delete(id);
+    else this.openRequests.set(id, n - 1);
+    this.openCount -= 1;
   }
 
   private onViolation(violation: Violation): void {
@@ -151,7 +197,11 @@ export class ClientConnection implements RunOwner {
       this.log.warn('further bad input from this client is counted, not logged');
     }
     if (violation.kind === 'reply') {
-      this.writeRaw({ jsonrpc: '2.0', id: violation.id, error: { code: violation.code, message: violation.message } });
+      this.writeRaw({
+        jsonrpc: '2.0',
+        id: violation.id,
+        error: { code: violation.code, message: violation.message, ...(violation.data && { data: violation.data }) },
+      });
       return;
     }
     // Say why, then close: the bytes that follow can't be framed.
@@ -177,7 +227,7 @@ export class ClientConnection implements RunOwner {
 
   notifyRunEvent(event: RunEventParams): void {
     // A reader that falls behind gets progress coalesced and bounded; lifecycle is never held back.
-    if (this.pendingWrites >= this.ctx.maxPendingNotifications || this.backlog.size > 0) {
+    if (this.writer.unsent >= this.ctx.maxPendingNotifications || this.backlog.size > 0) {
       const dropped = this.backlog.dropped;
       this.backlog.push(event.runId, event.event);
       if (dropped === 0 && this.backlog.dropped > 0) {
@@ -190,32 +240,25 @@ export class ClientConnection implements RunOwner {
 
   private notify<P>(type: NotificationType<P>, params: P): void {
     if (this.closed) return;
-    if (this.pendingWrites >= this.ctx.maxUnsentBeforeCutoff) {
-      void this.close(`client stopped reading: ${this.pendingWrites} messages unsent`);
+    if (this.writer.unsent >= this.ctx.maxUnsentBeforeCutoff) {
+      void this.close(`client stopped reading: ${this.writer.unsent} messages unsent`);
       return;
     }
-    this.pendingWrites += 1;
     this.rpc.sendNotification(type as NotificationType<unknown>, params as never).then(
-      () => this.wrote(),
-      () => this.wrote(),
+      () => this.flushBacklog(),
+      () => this.flushBacklog(),
     );
   }
 
   private flushBacklog(): void {
-    const room = Math.floor(this.ctx.maxPendingNotifications / 2) - this.pendingWrites;
+    const room = Math.floor(this.ctx.maxPendingNotifications / 2) - this.writer.unsent;
     if (room <= 0 || this.backlog.size === 0 || this.closed) return;
     for (const [runId, event] of this.backlog.takeSome(room)) {
-      this.pendingWrites += 1;
       this.rpc.sendNotification(RunEventNotification, { runId, event }).then(
-        () => this.wrote(),
-        () => this.wrote(),
+        () => this.flushBacklog(),
+        () => this.flushBacklog(),
       );
     }
-  }
-
-  private wrote(): void {
-    this.pendingWrites -= 1;
-    this.flushBacklog();
   }
 
   callTool(params: ToolCallParams, signal: AbortSignal): Promise<ToolCallResult> {

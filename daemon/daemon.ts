@@ -142,6 +142,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
         token: connectionToken,
         maxPendingNotifications: options.maxPendingNotifications ?? 256,
         maxUnsentBeforeCutoff: options.maxUnsentBeforeCutoff ?? 4096,
+        maxUnsentBeforePause: 512,
         maxBacklogBytes: options.maxBacklogBytes ?? 1024 * 1024,
         status,
         shutdown: (drain, timeoutMs) => void daemon.close({ drain, timeoutMs }),

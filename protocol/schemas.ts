@@ -336,12 +336,15 @@ export interface ValidationFailure {
   readonly message: string;
 }
 
+/** A key as a JSON-pointer token (RFC 6901), as Ajv writes the rest of the path. */
+const pointerToken = (key: unknown): string => String(key).replace(/~/g, '~0').replace(/\//g, '~1');
+
 function check(validate: ValidateFunction, value: unknown): ValidationFailure | undefined {
   if (validate(value)) return undefined;
   const error = validate.errors?.[0];
   if (!error) return { field: '/', message: 'is invalid' };
-  const missing = error.keyword === 'required' ? `/${String(error.params['missingProperty'])}` : '';
-  const extra = error.keyword === 'additionalProperties' ? `/${String(error.params['additionalProperty'])}` : '';
+  const missing = error.keyword === 'required' ? `/${pointerToken(error.params['missingProperty'])}` : '';
+  const extra = error.keyword === 'additionalProperties' ? `/${pointerToken(error.params['additionalProperty'])}` : '';
   const field = `${error.instancePath}${missing}${extra}` || '/';
   const why = error.keyword === 'required' ? 'is required' : error.keyword === 'additionalProperties' ? 'is not allowed' : error.message;
   return { field, message: `${field} ${why ?? 'is invalid'}` };

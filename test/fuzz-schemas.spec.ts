@@ -1,0 +1,424 @@
+/**
+ * Property tests of the wire validators: for every inbound payload kind on both sides, random
+ * values and mutations of a valid example never make the validator throw, and every rejection
+ * names a field as a JSON pointer. Mutations whose outcome is known (a dropped required field,
+ * a wrong type, an unknown field, a string one past its bound) must be rejected at that field.
+ *
+ * Bounded: 200 runs per property. The seed is fixed per process (FC_SEED overrides it) and is
+ * printed whenever a property fails, together with fast-check's counterexample path.
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import {
+  clientInboundSchemas,
+  requestSchemas,
+  validateAtClient,
+  validateAtDaemon,
+  type ClientInbound,
+  type DaemonInbound,
+  type ValidationFailure,
+} from '../protocol/index.js';
+
+const SEED = process.env['FC_SEED'] !== undefined ? Number(process.env['FC_SEED']) : Date.now() % 2_147_483_647;
+const NUM_RUNS = 200;
+
+/** Runs a property with the bounded settings; on failure the seed goes to the log and the error. */
+function check<T>(name: string, arbitrary: fc.Arbitrary<T>, predicate: (value: T) => void): void {
+  try {
+    fc.assert(fc.property(arbitrary, predicate), { numRuns: NUM_RUNS, seed: SEED, endOnFailure: false });
+  } catch (error) {
+    console.log(`[fuzz-schemas] "${name}" failed; reproduce with FC_SEED=${SEED}`);
+    throw error;
+  }
+}
+
+type Schema = Record<string, unknown>;
+type Validate = (value: unknown) => ValidationFailure | undefined;
+
+// ---------------------------------------------------------------------------------------------
+// Valid examples: at least one per kind. A kind added to the protocol without an example fails
+// the "every kind has an example" test below (not the build).
+
+const text = { type: 'text', text: 'hello' };
+const image = { type: 'image', data: 'AAAA', mimeType: 'image/png' };
+const usage = { promptTokens: 1, completionTokens: 2, cacheHitTokens: 0, cacheMissTokens: 1, reasoningTokens: 0 };
+const sessionEvents = [
+  { type: 'user/message', content: [text], at: '2026-01-01T00:00:00.000Z' },
+  { type: 'assistant/message', content: [text], reasoning: 'r', toolCalls: [{ id: 'c1', name: 'read_file', arguments: '{}' }] },
+  { type: 'tool/result', callId: 'c1', name: 'read_file', content: [text], isError: false },
+  { type: 'steering/message', content: [text] },
+  { type: 'usage', usage },
+  { type: 'turn/end', reason: 'completed', diagnostic: 'ok' },
+];
+const identity = { name: 'subagentd', version: '0.1.0', pid: 42, startedAt: '2026-01-01T00:00:00.000Z', epoch: 'abcdefgh' };
+const descriptor = {
+  name: 'echo',
+  capabilities: { outputSchema: true, depthLimit: true, toolFilter: false, persona: true },
+  inheritsParentContext: false,
+  runtime: { sendMessage: true, resume: false },
+};
+const result = { output: [text], structured: { any: ['thing'] }, diagnostic: 'd', stopReason: 'completed', usage };
+const runInfo = {
+  runId: 'run_1',
+  id: 'child-1',
+  provider: 'echo',
+  state: 'settled',
+  stopReason: 'completed',
+  startedAt: '2026-01-01T00:00:00.000Z',
+  settledAt: '2026-01-01T00:00:01.000Z',
+  mine: true,
+  usage,
+};
+
+const daemonExamples: Partial<Record<DaemonInbound, unknown[]>> = {
+  initialize: [{ protocolVersion: '1.0.0', clientInfo: { name: 'fuzz', version: '1' }, token: 't' }],
+  'providers/list': [{}],
+  'subagent/start': [
+    { provider: 'echo', prompt: [text], parent: { sessionId: 's', cwd: '/tmp' } },
+    {
+      provider: 'spawn',
+      prompt: [text, image],
+      parent: { sessionId: 's', cwd: '/tmp', delegationDepth: 0, subagentDepth: 1, events: sessionEvents },
+      agentOptions: { model: 'scripted:/tmp/x.json', subagentDepth: 1, vendorKnob: { a: 1 } },
+      outputSchema: { type: 'object', properties: {} },
+      maxDepth: 3,
+      toolFilter: { allow: ['read_file', 'list_directory'] },
+      persona: 'You are terse.',
+      tools: [{ name: 'lookup', description: 'look something up', inputSchema: { type: 'object' } }],
+      env: { PATH: '/usr/bin' },
+      stream: true,
+    },
+  ],
+  'run/cancel': [{ runId: 'run_1' }],
+  'run/dispose': [{ runId: 'run_1' }],
+  'run/wait': [{ runId: 'run_1' }],
+  'run/inspect': [{ runId: 'run_1' }],
+  'run/attach': [{ runId: 'run_1', runToken: 'tok' }],
+  'run/sendMessage': [{ runId: 'run_1', content: [text] }],
+  'run/resume': [{ runId: 'run_1', prompt: [text], stream: false }],
+  'runs/list': [{}, { state: 'running', provider: 'echo' }],
+  'daemon/status': [{}],
+  'daemon/shutdown': [{}, { drain: true, timeoutMs: 1000 }],
+  'tool/call#result': [{ content: [text], isError: false }],
+  'permission/request#result': [{ outcome: 'selected', optionId: 'allow' }, { outcome: 'cancelled' }],
+};
+
+const clientExamples: Partial<Record<ClientInbound, unknown[]>> = {
+  'initialize#result': [{ protocolVersion: '1.0.0', daemon: identity, providers: [descriptor] }],
+  'providers/list#result': [{ providers: [descriptor] }],
+  'subagent/start#result': [{ runId: 'run_1', provider: 'echo', id: 'child-1', local: false, runToken: 'tok' }],
+  'run/attach#result': [{ run: runInfo, result }],
+  'run/wait#result': [result],
+  'subagent/provider-added': [{ provider: descriptor }],
+  'subagent/provider-removed': [{ name: 'echo' }],
+  'subagent/start': [{ runId: 'run_1', provider: 'echo', id: 'child-1', local: false }],
+  'subagent/end': [
+    { runId: 'run_1', provider: 'echo', id: 'child-1', local: false, stopReason: 'completed', lastAssistantMessage: [text], usage, result },
+    { runId: 'run_1', provider: 'echo', id: 'child-1', local: true, stopReason: 'error', error: { message: 'lost' } },
+  ],
+  'run/event': [
+    { runId: 'run_1', event: { kind: 'text-delta', text: 'x' } },
+    { runId: 'run_1', event: { kind: 'session', event: sessionEvents[1] } },
+  ],
+  'runs/list#result': [{ runs: [runInfo] }],
+  'run/inspect#result': [{ run: runInfo, header: { cwd: '/tmp' }, events: sessionEvents }],
+  'daemon/status#result': [
+    {
+      daemon: identity,
+      protocolVersion: '1.0.0',
+      uptimeMs: 5,
+      stateDir: '/tmp/state',
+      connections: 1,
+      runs: { starting: 0, running: 1, settled: 0, disposed: 0 },
+      providers: ['echo'],
+      shuttingDown: false,
+    },
+  ],
+  'tool/call': [{ runId: 'run_1', callId: 'c1', name: 'lookup', arguments: { q: 'x' } }],
+  'permission/request': [{ runId: 'run_1', title: 'write a file', options: [{ optionId: 'a', name: 'Allow', kind: 'allow_once' }] }],
+};
+
+interface Side {
+  readonly name: string;
+  readonly schemas: Record<string, Schema>;
+  readonly examples: Partial<Record<string, unknown[]>>;
+  readonly validate: (kind: string) => Validate;
+}
+
+const sides: Side[] = [
+  {
+    name: 'daemon',
+    schemas: requestSchemas as unknown as Record<string, Schema>,
+    examples: daemonExamples,
+    validate: (kind) => (value) => validateAtDaemon(kind as DaemonInbound, value),
+  },
+  {
+    name: 'client',
+    schemas: clientInboundSchemas as unknown as Record<string, Schema>,
+    examples: clientExamples,
+    validate: (kind) => (value) => validateAtClient(kind as ClientInbound, value),
+  },
+];
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+/** Calls the validator; a throw fails the property with the input that caused it. */
+function outcome(validate: Validate, value: unknown): ValidationFailure | undefined {
+  let failure: ValidationFailure | undefined;
+  try {
+    failure = validate(value);
+  } catch (error) {
+    throw new Error(`the validator threw ${String(error)} for ${preview(value)}`);
+  }
+  if (failure !== undefined) {
+    expect(typeof failure.field, 'field is a string').toBe('string');
+    expect(failure.field.startsWith('/'), `field ${JSON.stringify(failure.field)} starts with '/'`).toBe(true);
+    expect(typeof failure.message).toBe('string');
+    expect(failure.message.length).toBeGreaterThan(0);
+  }
+  return failure;
+}
+
+function preview(value: unknown): string {
+  try {
+    const s = JSON.stringify(value);
+    return s === undefined ? String(value) : s.slice(0, 300);
+  } catch {
+    return String(value);
+  }
+}
+
+/** A copy with an own, enumerable property set (works for `__proto__` and friends too). */
+function withOwn(base: Record<string, unknown>, key: string, value: unknown): Record<string, unknown> {
+  const copy: Record<string, unknown> = { ...base };
+  Object.defineProperty(copy, key, { value, enumerable: true, writable: true, configurable: true });
+  return copy;
+}
+
+function without(base: Record<string, unknown>, key: string): Record<string, unknown> {
+  const copy = { ...base };
+  delete copy[key];
+  return copy;
+}
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** A value of a JSON type the property schema does not allow, or undefined if none is known. */
+function wrongTypeFor(schema: Schema): unknown {
+  const type = schema['type'];
+  if (type === 'string') return 12345;
+  if (type === 'number' || type === 'integer') return 'not a number';
+  if (type === 'boolean') return 'true';
+  if (type === 'object') return ['an', 'array'];
+  if (type === 'array') return { not: 'an array' };
+  if ('enum' in schema || 'const' in schema) return { surely: 'not allowed' };
+  if ('oneOf' in schema) return 42;
+  return undefined;
+}
+
+/** Every JSON path (as keys) to a value inside `root`, up to a bounded count. */
+function paths(root: unknown, limit = 200): Array<Array<string | number>> {
+  const out: Array<Array<string | number>> = [];
+  const walk = (value: unknown, at: Array<string | number>): void => {
+    if (out.length >= limit) return;
+    if (at.length > 0) out.push(at);
+    if (Array.isArray(value)) value.forEach((v, i) => walk(v, [...at, i]));
+    else if (isPlainObject(value)) for (const [k, v] of Object.entries(value)) walk(v, [...at, k]);
+  };
+  walk(root, []);
+  return out;
+}
+
+/** A deep copy with the value at `path` replaced (or removed, for `remove`). */
+function setAt(root: unknown, path: ReadonlyArray<string | number>, value: unknown, remove = false): unknown {
+  if (path.length === 0) return value;
+  const [head, ...rest] = path;
+  if (Array.isArray(root)) {
+    const copy = [...root];
+    if (rest.length === 0 && remove) copy.splice(head as number, 1);
+    else copy[head as number] = setAt(root[head as number], rest, value, remove);
+    return copy;
+  }
+  const obj = root as Record<string, unknown>;
+  if (rest.length === 0 && remove) return without(obj, String(head));
+  return withOwn(obj, String(head), setAt(obj[String(head)], rest, value, remove));
+}
+
+function nest(value: unknown, depth: number, asArray: boolean): unknown {
+  let out = value;
+  for (let i = 0; i < depth; i++) out = asArray ? [out] : { n: out };
+  return out;
+}
+
+/** JSON pointer escaping (RFC 6901). */
+const pointerToken = (key: string): string => key.replace(/~/g, '~0').replace(/\//g, '~1');
+
+// Random values: anything JSON-ish and JS-ish, with bounded size and depth.
+const anything = fc.anything({ maxDepth: 4, maxKeys: 6, withBigInt: true, withDate: true, withMap: true, withSet: true, withTypedArray: true, withNullPrototype: true, withSparseArray: true, withBoxedValues: true });
+const hugeString = fc.integer({ min: 5_000, max: 70_000 }).chain((n) => fc.constantFrom('x', 'é', '😀', '\u0000').map((c) => c.repeat(n)));
+const mutationValue = fc.oneof(
+  { weight: 4, arbitrary: anything },
+  { weight: 1, arbitrary: hugeString },
+  { weight: 1, arbitrary: fc.integer({ min: 50, max: 3000 }).map((d) => nest('deep', d, d % 2 === 0)) },
+  { weight: 1, arbitrary: fc.constantFrom(Number.NaN, Infinity, -0, -1, 1.5, Number.MAX_SAFE_INTEGER + 2, '', null, [], {}) },
+);
+
+/** One mutation of a valid example: replace, remove or add at a random path. */
+function mutationOf(example: unknown): fc.Arbitrary<unknown> {
+  const all = paths(example);
+  const pathArb = all.length > 0 ? fc.constantFrom(...all) : fc.constant([] as Array<string | number>);
+  return fc.oneof(
+    fc.tuple(pathArb, mutationValue).map(([path, value]) => setAt(example, path, value)),
+    pathArb.map((path) => (path.length === 0 ? example : setAt(example, path, undefined, true))),
+    fc.tuple(pathArb, fc.string({ maxLength: 12 }), mutationValue).map(([path, key, value]) => {
+      const parentPath = path.slice(0, -1);
+      let target: unknown = example;
+      for (const k of parentPath) target = (target as Record<string | number, unknown>)[k];
+      return isPlainObject(target) ? setAt(example, parentPath, withOwn(target, key, value)) : example;
+    }),
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+
+describe.each(sides)('$name-side validators', (side) => {
+  const kinds = Object.keys(side.schemas);
+
+  it('have a valid example for every kind, and accept it', () => {
+    expect(kinds.filter((k) => !(side.examples[k]?.length)), 'kinds without an example').toEqual([]);
+    for (const kind of kinds) {
+      for (const example of side.examples[kind] ?? []) {
+        expect(outcome(side.validate(kind), example), `${kind} example ${preview(example)}`).toBeUndefined();
+        // The wire form (a JSON round trip) is what really arrives: it is accepted too.
+        expect(outcome(side.validate(kind), JSON.parse(JSON.stringify(example))), kind).toBeUndefined();
+      }
+    }
+  });
+
+  describe.each(kinds)('%s', (kind) => {
+    const validate = side.validate(kind);
+    const schema = side.schemas[kind]!;
+    const examples = side.examples[kind] ?? [];
+    const properties = isPlainObject(schema['properties']) ? (schema['properties'] as Record<string, Schema>) : {};
+    const required = Array.isArray(schema['required']) ? (schema['required'] as string[]) : [];
+    const closed = schema['additionalProperties'] === false;
+
+    it('random values never throw; rejections name a field', () => {
+      check(`${side.name} ${kind} anything`, anything, (value) => {
+        outcome(validate, value);
+      });
+      // Random JSON (what can really arrive) too, including at the top of an object.
+      check(`${side.name} ${kind} json`, fc.jsonValue({ maxDepth: 5 }), (value) => {
+        outcome(validate, value);
+      });
+    });
+
+    it('mutations of a valid example never throw; rejections name a field', () => {
+      for (const example of examples) {
+        check(`${side.name} ${kind} mutation`, mutationOf(example), (value) => {
+          outcome(validate, value);
+        });
+        // Several mutations stacked.
+        check(
+          `${side.name} ${kind} mutation chain`,
+          mutationOf(example).chain((once) => mutationOf(once)).chain((twice) => mutationOf(twice)),
+          (value) => {
+            outcome(validate, value);
+          },
+        );
+      }
+    });
+
+    it('a dropped required field is rejected at that field', () => {
+      for (const example of examples.filter(isPlainObject)) {
+        for (const name of required) {
+          const failure = outcome(validate, without(example, name));
+          expect(failure?.field, `${kind} without ${name}`).toBe(`/${name}`);
+        }
+      }
+    });
+
+    it('a wrong type for a property is rejected within that property', () => {
+      for (const example of examples.filter(isPlainObject)) {
+        for (const [name, propertySchema] of Object.entries(properties)) {
+          const wrong = wrongTypeFor(propertySchema);
+          if (wrong === undefined) continue;
+          const failure = outcome(validate, withOwn(example, name, wrong));
+          expect(failure, `${kind} with ${name} = ${preview(wrong)}`).toBeDefined();
+          expect(failure!.field === `/${name}` || failure!.field.startsWith(`/${name}/`), `${kind}: field ${failure!.field} for /${name}`).toBe(true);
+        }
+      }
+    });
+
+    it('an unknown field is rejected at that field when the payload is closed, accepted when open', () => {
+      const key = fc.stringMatching(/^[A-Za-z0-9_$-]{1,16}$/).filter((k) => !Object.hasOwn(properties, k));
+      for (const example of examples.filter(isPlainObject)) {
+        check(`${side.name} ${kind} extra field`, fc.tuple(key, fc.jsonValue({ maxDepth: 2 })), ([name, value]) => {
+          const failure = outcome(validate, withOwn(example, name, value));
+          if (closed) expect(failure?.field, `${kind} + ${name}`).toBe(`/${name}`);
+          else if (Object.keys(properties).length > 0) expect(failure, `${kind} + ${name}`).toBeUndefined();
+        });
+      }
+    });
+
+    it('a string one past its maxLength is rejected at that field; at the bound it is accepted', () => {
+      for (const example of examples.filter(isPlainObject)) {
+        for (const [name, propertySchema] of Object.entries(properties)) {
+          const max = propertySchema['maxLength'];
+          if (propertySchema['type'] !== 'string' || typeof max !== 'number' || typeof example[name] !== 'string') continue;
+          const pattern = typeof propertySchema['pattern'] === 'string' ? propertySchema['pattern'] : undefined;
+          const fill = pattern === '^/' ? (n: number) => `/${'a'.repeat(n - 1)}` : (n: number) => 'a'.repeat(n);
+          expect(outcome(validate, withOwn(example, name, fill(max))), `${kind}/${name} at ${max}`).toBeUndefined();
+          expect(outcome(validate, withOwn(example, name, fill(max + 1)))?.field, `${kind}/${name} at ${max + 1}`).toBe(`/${name}`);
+        }
+      }
+    });
+
+    it('deep nesting in any field never throws', () => {
+      for (const example of examples) {
+        const all = paths(example);
+        for (const depth of [100, 5000]) {
+          for (const at of [[] as Array<string | number>, ...all.slice(0, 20)]) {
+            outcome(validate, setAt(example, at, nest(1, depth, depth % 2 === 0)));
+            outcome(validate, setAt(example, at, nest('x', depth, depth % 2 !== 0)));
+          }
+        }
+      }
+    });
+  });
+});
+
+describe('fields are JSON pointers', () => {
+  it('nested failures name the nested field', () => {
+    const start = daemonExamples['subagent/start']![0] as Record<string, unknown>;
+    expect(validateAtDaemon('subagent/start', { ...start, parent: { sessionId: 's' } })?.field).toBe('/parent/cwd');
+    expect(validateAtDaemon('subagent/start', { ...start, prompt: [text, { type: 'text' }] })?.field).toBe('/prompt/1/text');
+    expect(validateAtDaemon('subagent/start', { ...start, env: { A: 1 } })?.field).toBe('/env/A');
+  });
+
+  // RFC 6901: "/" in a key is written "~1" and "~" is "~0". Ajv escapes the keys of instancePath
+  // this way, so an unknown or missing key must be escaped the same, or `/a/b` is ambiguous.
+  it('an unknown key with "/" or "~" is named with RFC 6901 escaping', () => {
+    const wrong: string[] = [];
+    for (const key of ['a/b', 'x~y', '~1']) {
+      const atDaemon = validateAtDaemon('run/cancel', withOwn({ runId: 'r' }, key, 1))?.field;
+      const atClient = validateAtClient('subagent/start', withOwn({ runId: 'r', provider: 'p', id: 'i', local: false }, key, 1))?.field;
+      for (const field of [atDaemon, atClient]) if (field !== `/${pointerToken(key)}`) wrong.push(`${JSON.stringify(key)} → ${String(field)}`);
+    }
+    expect(wrong).toEqual([]);
+  });
+
+  it('an escaped nested path agrees with the escaped key (env key with a slash)', () => {
+    const start = daemonExamples['subagent/start']![0] as Record<string, unknown>;
+    // Ajv itself names /env/a~1b for a bad value under key "a/b".
+    expect(validateAtDaemon('subagent/start', { ...start, env: { 'a/b': 1 } })?.field).toBe('/env/a~1b');
+  });
+});
+
+describe('the seed', () => {
+  it('is printed so a failure can be reproduced', () => {
+    console.log(`[fuzz-schemas] FC_SEED=${SEED}, ${NUM_RUNS} runs per property`);
+    expect(Number.isInteger(SEED)).toBe(true);
+  });
+});

@@ -1,0 +1,468 @@
+/**
+ * Wire fuzzing against one real daemon process: ~300 random and mutated JSON-RPC messages on one
+ * initialized raw connection — valid envelopes with fuzzed params for every method, broken
+ * envelopes, and random bytes inside sound frames — then garbage framing on fresh connections.
+ * Every request with a valid id gets an answer (a result or a JSON-RPC error; never silence,
+ * never an internal error); params the protocol's validator rejects are INVALID_REQUEST naming
+ * the validator's field; every run the fuzz managed to start still ends; the daemon survives and
+ * a fresh client completes runs afterwards.
+ *
+ * Deterministic per seed: FC_SEED overrides it; it is printed on failure.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connect } from '../client/index.js';
+import { isSubagentErrorCode, requestSchemas, validateAtDaemon, type DaemonInbound } from '../protocol/index.js';
+import { frame, isAlive, pollUntil, startLoadDaemon, writeScript, type LoadDaemon } from './support/load-daemon.js';
+import { RawPeer, type RpcMessage } from './support/raw-peer.js';
+
+const SEED = process.env['FC_SEED'] !== undefined ? Number(process.env['FC_SEED']) : Date.now() % 2_147_483_647;
+const MAX_DEPTH = 64; // the guarded reader's default nesting limit
+
+let daemon: LoadDaemon;
+let peer: RawPeer;
+const figures: string[] = [];
+
+beforeAll(async () => {
+  daemon = await startLoadDaemon({ detachGraceMs: 0 });
+  peer = await RawPeer.initialized(daemon.socket, 'fuzzer');
+});
+
+afterAll(async () => {
+  peer?.close();
+  await daemon?.stop();
+  if (figures.length > 0) console.log(`[fuzz-wire] FC_SEED=${SEED}\n  ${figures.join('\n  ')}`);
+});
+
+/** Runs a block; on failure the seed is printed so the run can be replayed. */
+async function withSeed<T>(name: string, body: () => Promise<T>): Promise<T> {
+  try {
+    return await body();
+  } catch (error) {
+    console.log(`[fuzz-wire] "${name}" failed; reproduce with FC_SEED=${SEED}`);
+    throw error;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// What to send
+
+type Method = Exclude<DaemonInbound, `${string}#result`>;
+const METHODS = Object.keys(requestSchemas).filter((k) => !k.includes('#')) as Method[];
+
+const text = { type: 'text', text: 'echo fuzz' };
+/** One harmless valid params object per method (shutdown: see below, it is never sent valid). */
+const EXAMPLES: Record<string, Record<string, unknown>> = {
+  initialize: { protocolVersion: '1.0.0', clientInfo: { name: 'fuzz', version: '0' } },
+  'providers/list': {},
+  'subagent/start': { provider: 'echo', prompt: [text], parent: { sessionId: 'fuzz', cwd: '/tmp' }, stream: true },
+  'run/cancel': { runId: 'run_fuzz' },
+  'run/dispose': { runId: 'run_fuzz' },
+  'run/wait': { runId: 'run_fuzz' },
+  'run/inspect': { runId: 'run_fuzz' },
+  'run/attach': { runId: 'run_fuzz', runToken: 'token' },
+  'run/sendMessage': { runId: 'run_fuzz', content: [text] },
+  'run/resume': { runId: 'run_fuzz', prompt: [text] },
+  'runs/list': { state: 'settled' },
+  'daemon/status': {},
+  'daemon/shutdown': { drain: 'not a boolean' },
+};
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+function setAt(root: unknown, path: ReadonlyArray<string | number>, value: unknown, remove: boolean): unknown {
+  if (path.length === 0) return value;
+  const [head, ...rest] = path;
+  if (Array.isArray(root)) {
+    const copy = [...root];
+    if (rest.length === 0 && remove) copy.splice(head as number, 1);
+    else copy[head as number] = setAt(root[head as number], rest, value, remove);
+    return copy;
+  }
+  const copy: Record<string, unknown> = { ...(root as Record<string, unknown>) };
+  if (rest.length === 0 && remove) delete copy[String(head)];
+  else Object.defineProperty(copy, String(head), { value: setAt(copy[String(head)], rest, value, remove), enumerable: true, writable: true, configurable: true });
+  return copy;
+}
+
+function paths(root: unknown): Array<Array<string | number>> {
+  const out: Array<Array<string | number>> = [];
+  const walk = (value: unknown, at: Array<string | number>): void => {
+    out.push(at);
+    if (Array.isArray(value)) value.forEach((v, i) => walk(v, [...at, i]));
+    else if (isPlainObject(value)) for (const [k, v] of Object.entries(value)) walk(v, [...at, k]);
+  };
+  walk(root, []);
+  return out;
+}
+
+const nested = (depth: number): unknown => {
+  let v: unknown = 'deep';
+  for (let i = 0; i < depth; i++) v = i % 2 === 0 ? [v] : { d: v };
+  return v;
+};
+
+const fuzzValue = fc.oneof(
+  { weight: 6, arbitrary: fc.jsonValue({ maxDepth: 3 }) },
+  { weight: 1, arbitrary: fc.integer({ min: 1000, max: 70_000 }).map((n) => 'z'.repeat(n)) },
+  { weight: 1, arbitrary: fc.integer({ min: 10, max: 200 }).map(nested) },
+  { weight: 2, arbitrary: fc.constantFrom(-1, 1.5, 1e308, Number.MAX_SAFE_INTEGER + 2, '', '/', 'spawn', 'fork', 'bare', 'nope', [], {}, null, true) },
+);
+
+/** Fuzzed params for one method: mutations of its example, or any JSON object. */
+function paramsFor(method: Method): fc.Arbitrary<Record<string, unknown>> {
+  const example = EXAMPLES[method]!;
+  const all = paths(example);
+  const at = fc.constantFrom(...all);
+  const mutate = fc.oneof(
+    fc.tuple(at, fuzzValue).map(([p, v]) => setAt(example, p, v, false)),
+    at.map((p) => (p.length === 0 ? example : setAt(example, p, undefined, true))),
+    fc.tuple(at, fc.string({ maxLength: 10 }), fuzzValue).map(([p, key, v]) => setAt(example, [...p.filter((_, i) => i < p.length - 1), key], v, false)),
+  );
+  const anyObject = fc.dictionary(fc.string({ maxLength: 8 }), fc.jsonValue({ maxDepth: 2 }), { maxKeys: 4 });
+  return fc.oneof({ weight: 5, arbitrary: mutate }, { weight: 1, arbitrary: anyObject }).filter(isPlainObject);
+}
+
+/** Schema-valid starts with odd values, to reach the service's own checks (depth, capabilities, schema subset). */
+const oddNumber = fc.constantFrom(0, 1, 2, 7, 1.5, -1, -0.5, 1e21, Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER + 2, 2 ** 31);
+const semanticStart: fc.Arbitrary<Record<string, unknown>> = fc.record(
+  {
+    provider: fc.constantFrom('echo', 'bare', 'spawn', 'fork', 'nope'),
+    prompt: fc.array(fc.oneof(fc.string({ maxLength: 20 }).map((t) => ({ type: 'text', text: `echo ${t}` })), fc.constant({ type: 'image', data: 'AAAA', mimeType: 'image/png' })), { maxLength: 3 }),
+    parent: fc.record(
+      {
+        sessionId: fc.string({ minLength: 1, maxLength: 10 }),
+        cwd: fc.constantFrom('/tmp', '/', '/nonexistent/dir', '/proc/self', '/tmp/../tmp'),
+        delegationDepth: oddNumber,
+        subagentDepth: oddNumber,
+      },
+      { requiredKeys: ['sessionId', 'cwd'] },
+    ),
+    maxDepth: oddNumber,
+    agentOptions: fc.record({ subagentDepth: oddNumber, model: fc.constantFrom('nope', 'scripted:relative.json', 'scripted:/nonexistent.json') }, { requiredKeys: [] }),
+    outputSchema: fc.constantFrom<Record<string, unknown>>(
+      { type: 'object' },
+      { type: 'object', properties: { a: { type: 'string' } }, required: ['a'], additionalProperties: false },
+      { type: 'object', properties: { a: { $ref: '#' } } },
+      { type: 'object', patternProperties: {} },
+      { oneOf: [{ type: 'object' }, { type: 'object' }] },
+      { type: 'object', properties: { a: { type: 'object', properties: { b: { type: 'array', items: { enum: [1, 'x', null] } } } } } },
+      { type: ['object', 'null'] },
+    ),
+    toolFilter: fc.oneof(fc.constant({ allow: [] }), fc.constant({ deny: ['read_file'] }), fc.constant({ allow: ['no_such_tool'] })),
+    persona: fc.string({ maxLength: 30 }),
+    tools: fc.constantFrom(
+      [{ name: 'lookup', description: 'd', inputSchema: { type: 'object' } }],
+      [{ name: 'dup', description: 'd', inputSchema: { type: 'object' } }, { name: 'dup', description: 'd', inputSchema: { type: 'object' } }],
+      [{ name: 'weird', description: 'd', inputSchema: { type: 'object', properties: { x: { type: 'nonsense' } } } }],
+    ),
+    env: fc.dictionary(fc.stringMatching(/^[A-Z_]{1,8}$/), fc.string({ maxLength: 10 }), { maxKeys: 3 }),
+    stream: fc.boolean(),
+  },
+  { requiredKeys: ['provider', 'prompt', 'parent'] },
+);
+
+/** Fixture prompts that would wait forever (for a sendMessage, a client tool, a long timer). */
+const BLOCKING = new Set(['hang', 'steer', 'tool', 'slow-start']);
+
+/** Keeps a fuzzed start harmless: no prompt that blocks, no real shutdown. */
+function defuse(method: Method, params: Record<string, unknown>): Record<string, unknown> {
+  if (method === 'subagent/start' && Array.isArray(params['prompt'])) {
+    const prompt = params['prompt'].map((block: unknown) =>
+      isPlainObject(block) && typeof block['text'] === 'string' && BLOCKING.has(block['text'].split(' ')[0] ?? '') ? { ...block, text: `echo ${block['text']}` } : block,
+    );
+    return { ...params, prompt };
+  }
+  return params;
+}
+
+function depthExceeds(root: unknown, max: number): boolean {
+  const stack: Array<[unknown, number]> = [[root, 1]];
+  while (stack.length > 0) {
+    const [value, depth] = stack.pop()!;
+    if (typeof value !== 'object' || value === null) continue;
+    if (depth > max) return true;
+    for (const child of Object.values(value)) stack.push([child, depth + 1]);
+  }
+  return false;
+}
+
+interface Sent {
+  readonly id: string | number;
+  readonly method: string;
+  readonly message: Record<string, unknown>;
+  /** What the answer must be, when the test can know it. */
+  readonly expect: (reply: RpcMessage) => void;
+}
+
+const noInternalError = (reply: RpcMessage): void => {
+  if (reply.error) {
+    expect(reply.error.code, `internal error: ${reply.error.message}`).not.toBe(-32603);
+    expect(typeof reply.error.message).toBe('string');
+    if (reply.error.data?.code !== undefined) expect(isSubagentErrorCode(reply.error.data.code), String(reply.error.data.code)).toBe(true);
+  } else {
+    expect('result' in reply, 'a reply has a result or an error').toBe(true);
+  }
+};
+
+/** A request with fuzzed params; its expected answer follows from the protocol's own validator. */
+function fuzzedRequest(method: Method, rawParams: Record<string, unknown>, id: string | number): Sent | undefined {
+  const params = JSON.parse(JSON.stringify(defuse(method, rawParams))) as Record<string, unknown>;
+  const message = { jsonrpc: '2.0', id, method, params };
+  const invalid = validateAtDaemon(method, params);
+  // A valid shutdown would end the daemon under test: never sent.
+  if (method === 'daemon/shutdown' && !invalid) return undefined;
+  if (depthExceeds(message, MAX_DEPTH)) {
+    return { id, method, message, expect: (reply) => expect(reply.error?.code).toBe(-32600) };
+  }
+  return {
+    id,
+    method,
+    message,
+    expect: (reply) => {
+      noInternalError(reply);
+      if (invalid) {
+        expect(reply.error, `${method} ${JSON.stringify(params).slice(0, 200)} must be refused at ${invalid.field}`).toBeDefined();
+        expect(reply.error?.code).toBe(-32602);
+        expect(reply.error?.data).toMatchObject({ code: 'INVALID_REQUEST', field: invalid.field });
+      }
+    },
+  };
+}
+
+/** Broken envelopes with a sound frame: each is answered, with the id only when it is well-formed. */
+function envelopeCases(seed: number): Sent[] {
+  const sample = <T>(arb: fc.Arbitrary<T>, n: number, offset: number): T[] => fc.sample(arb, { seed: seed + offset, numRuns: n });
+  const out: Sent[] = [];
+  let n = 0;
+  const idNull = (reply: RpcMessage): void => {
+    expect(reply.id).toBeNull();
+    expect(reply.error?.code).toBe(-32600);
+  };
+  // Malformed ids: answered with id null (they cannot be echoed).
+  for (const badId of [{ x: 1 }, [1], true, 1.5, Number.MAX_SAFE_INTEGER + 10, -1e300]) {
+    out.push({ id: `null-${n++}`, method: 'daemon/status', message: { jsonrpc: '2.0', id: badId, method: 'daemon/status', params: {} }, expect: idNull });
+  }
+  // Wrong or missing jsonrpc, bad method, primitive params: -32600 echoing the id.
+  const echoed = (code: number) => (reply: RpcMessage) => expect(reply.error?.code).toBe(code);
+  const bad: Array<[Record<string, unknown>, number]> = [
+    [{ jsonrpc: '1.0', method: 'daemon/status', params: {} }, -32600],
+    [{ method: 'daemon/status', params: {} }, -32600],
+    [{ jsonrpc: 2, method: 'daemon/status', params: {} }, -32600],
+    [{ jsonrpc: '2.0', method: '', params: {} }, -32600],
+    [{ jsonrpc: '2.0', method: 7, params: {} }, -32600],
+    [{ jsonrpc: '2.0' }, -32600],
+    [{ jsonrpc: '2.0', method: 'daemon/status', params: 'x' }, -32600],
+    [{ jsonrpc: '2.0', method: 'run/cancel', params: 42 }, -32600],
+    [{ jsonrpc: '2.0', method: 'run/cancel', params: null }, -32600],
+    [{ jsonrpc: '2.0', method: 'run/cancel', params: true }, -32600],
+  ];
+  for (const [body, code] of bad) {
+    const id = 500_000 + n++;
+    out.push({ id, method: String(body['method']), message: { ...body, id }, expect: echoed(code) });
+  }
+  // Unknown methods: -32601.
+  for (const method of sample(fc.string({ minLength: 1, maxLength: 30 }).filter((m) => !m.startsWith('$/') && !(m in requestSchemas)), 12, 1)) {
+    const id = `unknown-${n++}`;
+    out.push({ id, method, message: { jsonrpc: '2.0', id, method, params: {} }, expect: echoed(-32601) });
+  }
+  // Positional params (arrays) and omitted params: answered, one way or another.
+  for (const method of METHODS.filter((m) => m !== 'daemon/shutdown')) {
+    for (const params of [[], [EXAMPLES[method]], [EXAMPLES[method], 1, 'x']]) {
+      const id = `positional-${n++}`;
+      out.push({ id, method, message: { jsonrpc: '2.0', id, method, params }, expect: (reply) => expect(reply.result !== undefined || reply.error !== undefined).toBe(true) });
+    }
+    const id = `omitted-${n++}`;
+    out.push({ id, method, message: { jsonrpc: '2.0', id, method }, expect: (reply) => expect(reply.result !== undefined || reply.error !== undefined).toBe(true) });
+  }
+  return out;
+}
+
+async function sendAll(target: RawPeer, messages: Sent[]): Promise<void> {
+  for (let i = 0; i < messages.length; i += 20) {
+    target.writeRaw(Buffer.concat(messages.slice(i, i + 20).map((m) => frame(m.message))));
+    await new Promise((r) => setTimeout(r, 2));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+describe('fuzzed JSON-RPC at a real daemon', () => {
+  it('answers every request with a valid id, refuses invalid params at the validator’s field, and ends every run it started', async () => {
+    await withSeed('requests', async () => {
+      const perMethod = Math.ceil(160 / METHODS.length);
+      const requests: Sent[] = [];
+      METHODS.forEach((method, m) => {
+        const samples = fc.sample(paramsFor(method), { seed: SEED + m, numRuns: perMethod });
+        samples.forEach((params, i) => {
+          const id = (m + i) % 2 === 0 ? 1000 + m * 100 + i : `fz-${method}-${i}`;
+          const sent = fuzzedRequest(method, params, id);
+          if (sent) requests.push(sent);
+        });
+      });
+      fc.sample(semanticStart, { seed: SEED + 500, numRuns: 60 }).forEach((params, i) => {
+        const sent = fuzzedRequest('subagent/start', params, `semantic-${i}`);
+        if (sent) requests.push(sent);
+      });
+      const envelopes = envelopeCases(SEED);
+      // The malformed-id cases are answered with id null, so they are counted, not matched.
+      const byId = [...requests, ...envelopes.filter((e) => !String(e.id).startsWith('null-'))];
+      const nullIdCases = envelopes.filter((e) => String(e.id).startsWith('null-'));
+      const nullBefore = peer.messages.filter((m) => m.id === null).length;
+
+      await sendAll(peer, [...requests, ...envelopes]);
+      const ids = new Set(byId.map((s) => s.id));
+      const answered = (): number => peer.messages.filter((m) => m.method === undefined && m.id !== null && m.id !== undefined && ids.has(m.id)).length;
+      await pollUntil(answered, (n) => n >= ids.size, 20_000, `answers to ${ids.size} requests`).catch((error: unknown) => {
+        const missing = byId.filter((s) => !peer.messages.some((m) => m.id === s.id && m.method === undefined));
+        throw new Error(`${(error as Error).message}\nunanswered: ${missing.slice(0, 10).map((s) => JSON.stringify(s.message).slice(0, 200)).join('\n')}`);
+      });
+
+      for (const sent of byId) {
+        const replies = peer.messages.filter((m) => m.id === sent.id && m.method === undefined);
+        expect(replies, `exactly one answer to ${JSON.stringify(sent.message).slice(0, 200)}`).toHaveLength(1);
+        try {
+          sent.expect(replies[0]!);
+        } catch (error) {
+          throw new Error(`${(error as Error).message}\n  sent: ${JSON.stringify(sent.message).slice(0, 400)}\n  got: ${JSON.stringify(replies[0]).slice(0, 400)}`);
+        }
+      }
+      const nullReplies = peer.messages.filter((m) => m.id === null).slice(nullBefore);
+      expect(nullReplies.length).toBe(nullIdCases.length);
+      for (const reply of nullReplies) nullIdCases[0]!.expect(reply);
+
+      // Every start the fuzz got through is a real run, and every one of them ends.
+      const startedRuns = byId
+        .filter((s) => s.method === 'subagent/start')
+        .map((s) => peer.messages.find((m) => m.id === s.id && m.method === undefined)?.result as { runId?: string } | undefined)
+        .flatMap((r) => (r?.runId ? [r.runId] : []));
+      await pollUntil(
+        () => new Set(peer.notifications('subagent/end').map((m) => (m.params as { runId: string }).runId)),
+        (ended) => startedRuns.every((r) => ended.has(r)),
+        10_000,
+        `subagent/end for the ${startedRuns.length} fuzzed runs that started`,
+      );
+      expect(peer.closed, 'sound frames never close the connection').toBe(false);
+
+      const errors = new Map<number, number>();
+      for (const sent of byId) {
+        const code = peer.messages.find((m) => m.id === sent.id && m.method === undefined)?.error?.code ?? 0;
+        errors.set(code, (errors.get(code) ?? 0) + 1);
+      }
+      figures.push(
+        `${requests.length} fuzzed-params requests over ${METHODS.length} methods + ${envelopes.length} broken envelopes; ` +
+          `${startedRuns.length} runs started and ended; answers by code: ${[...errors].sort((a, b) => a[0] - b[0]).map(([c, k]) => `${c === 0 ? 'result' : c}×${k}`).join(' ')}`,
+      );
+    });
+  }, 30_000);
+
+  it('answers random bytes in sound frames with one error each, id null, and keeps the connection', async () => {
+    await withSeed('frames', async () => {
+      const bodies = fc.sample(
+        fc.oneof(
+          fc.uint8Array({ maxLength: 200 }).map((b) => Buffer.from(b)),
+          fc.jsonValue({ maxDepth: 3 }).map((v) => Buffer.from(JSON.stringify(v) ?? 'null')),
+          fc.string({ maxLength: 100 }).map((s) => Buffer.from(`{"jsonrpc":"2.0",${s}`)),
+        ),
+        { seed: SEED + 1000, numRuns: 60 },
+      );
+      const before = peer.messages.filter((m) => m.id === null).length;
+      peer.writeRaw(Buffer.concat(bodies.map((b) => frame(b))));
+      await pollUntil(() => peer.messages.filter((m) => m.id === null).length - before, (n) => n >= bodies.length, 10_000, `${bodies.length} errors`);
+      await new Promise((r) => setTimeout(r, 200));
+      const replies = peer.messages.filter((m) => m.id === null).slice(before);
+      expect(replies).toHaveLength(bodies.length);
+      for (const reply of replies) expect([-32700, -32600]).toContain(reply.error?.code);
+      expect(peer.closed).toBe(false);
+      expect((await peer.request('providers/list', {})).result).toBeDefined();
+      figures.push(`${bodies.length} random frame bodies: ${replies.filter((r) => r.error?.code === -32700).length} parse errors, ${replies.filter((r) => r.error?.code === -32600).length} invalid requests`);
+    });
+  }, 20_000);
+
+  it('closes a connection whose framing is garbage, saying why, and only that one', async () => {
+    await withSeed('garbage', async () => {
+      const garbage = fc.sample(fc.uint8Array({ minLength: 0, maxLength: 300 }), { seed: SEED + 2000, numRuns: 8 }).map((b) => Buffer.concat([Buffer.from(b), Buffer.from('\r\n\r\n')]));
+      garbage.push(Buffer.alloc(9000, 0x61)); // a header block that never ends
+      for (const bytes of garbage) {
+        const victim = await RawPeer.connect(daemon.socket);
+        victim.writeRaw(bytes);
+        await Promise.race([victim.whenClosed, new Promise((r) => setTimeout(r, 5000))]);
+        expect(victim.closed, `closed after ${JSON.stringify(bytes.subarray(0, 40).toString('latin1'))}`).toBe(true);
+        expect(victim.messages.find((m) => m.id === null)?.error?.message).toMatch(/^closing: /);
+        victim.close();
+      }
+      expect(peer.closed).toBe(false);
+      figures.push(`${garbage.length} garbage-framed connections closed with a reason`);
+    });
+  }, 20_000);
+
+  it('leaves the daemon alive and serving: a fresh client completes an echo run and a spawn run', async () => {
+    expect(isAlive(daemon.pid)).toBe(true);
+    const dir = mkdtempSync(join(tmpdir(), 'subagentd-fuzz-wire-'));
+    try {
+      const script = writeScript(dir, 'after', { steps: [{ text: 'still fine', finish: 'stop' }] });
+      const client = await connect({ socket: daemon.socket, clientInfo: { name: 'after-fuzz', version: '0' }, requestTimeoutMs: 5000 });
+      try {
+        const echo = await client.start('echo', { prompt: [{ type: 'text', text: 'echo after' }], parent: { sessionId: 'a', cwd: '/tmp' }, signal: AbortSignal.timeout(10_000) });
+        expect(await echo.result).toMatchObject({ stopReason: 'completed', output: [{ type: 'text', text: 'echo after' }] });
+        const spawned = await client.start('spawn', {
+          prompt: [{ type: 'text', text: 'anything' }],
+          parent: { sessionId: 'a', cwd: dir },
+          agentOptions: { model: `scripted:${script}` },
+          signal: AbortSignal.timeout(10_000),
+        });
+        expect(await spawned.result).toMatchObject({ stopReason: 'completed', output: [{ type: 'text', text: 'still fine' }] });
+        const status = await client.ops.status();
+        expect(status.runs.starting).toBe(0);
+        expect(status.admission.queued).toBe(0);
+      } finally {
+        await client.close();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 20_000);
+});
+
+describe('params that are not a named-params object', () => {
+  // Every subagentd method takes its params by name. vscode-jsonrpc spreads an array into the
+  // handler's arguments, so the first element is taken as the params and the second lands where
+  // the CancellationToken goes ([] makes the token itself the params).
+  it('positional (array) params are refused as invalid params, never an internal error or a leak of internals', async () => {
+    const cases: Array<[string, unknown[]]> = [
+      ['daemon/status', []],
+      ['daemon/status', [{}, 'x']],
+      ['run/wait', [{ runId: 'run_x' }, 1]],
+      ['providers/list', [{}, {}]],
+    ];
+    const wrong: string[] = [];
+    for (const [method, params] of cases) {
+      const reply = await peer.request(method, params);
+      const ok =
+        reply.error !== undefined &&
+        [-32600, -32602].includes(reply.error.code) &&
+        reply.error.data?.field !== '/_isCancelled' &&
+        !/onCancellationRequested/.test(reply.error.message);
+      if (!ok) wrong.push(`${method} ${JSON.stringify(params)} → ${JSON.stringify(reply.error ?? reply.result).slice(0, 200)}`);
+    }
+    expect(wrong).toEqual([]);
+  });
+
+  // JSON-RPC 2.0: "params … MAY be omitted". A method whose params are all optional works
+  // without them; one with required params says which field is missing, in the daemon's format.
+  it('omitted params are answered like params {}', async () => {
+    const wrong: string[] = [];
+    for (const method of ['daemon/status', 'providers/list', 'runs/list']) {
+      const reply = await peer.request(method);
+      if (reply.error !== undefined || reply.result === undefined) wrong.push(`${method} → ${JSON.stringify(reply.error)}`);
+    }
+    const cancel = await peer.request('run/cancel');
+    if (cancel.error?.data?.code !== 'INVALID_REQUEST' || cancel.error.data.field !== '/runId') {
+      wrong.push(`run/cancel → ${JSON.stringify(cancel.error)} (expected INVALID_REQUEST at /runId)`);
+    }
+    expect(wrong).toEqual([]);
+  });
+});
