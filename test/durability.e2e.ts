@@ -20,7 +20,7 @@ afterEach(async () => {
 async function respawn(old: DaemonProcess): Promise<DaemonProcess> {
   // Same socket, state dir and config: what `subagentd start` does after a crash.
   await new Promise<void>((resolve) => (old.proc.exitCode !== null || old.proc.signalCode !== null ? resolve() : old.proc.once('exit', () => resolve())));
-  return restartDaemon(old);
+  return restartDaemon(old, { env: { DURABILITY_TEST_KEY: 'k' } });
 }
 
 it('a run survives its connection closing and is re-attached with its token', async () => {
@@ -72,8 +72,7 @@ it('a settled child is resumed after the daemon restarted: the model sees the wh
   const server = await startChatCompletionsServer();
   try {
     const model = { baseUrl: server.baseUrl, apiKeyEnv: 'DURABILITY_TEST_KEY', default: 'test-model', maxRetries: 0 };
-    process.env['DURABILITY_TEST_KEY'] = 'k';
-    const daemon = await startDaemon({ model });
+    const daemon = await startDaemon({ model }, [], { env: { DURABILITY_TEST_KEY: 'k' } });
     daemons.push(daemon);
     const workspace = daemon.dir;
     server.enqueue(textResponse(['the first answer']));
@@ -116,8 +115,7 @@ it('a settled child is resumed after the daemon restarted: the model sees the wh
 it('a drain that times out checkpoints a running child, and the next daemon continues it under the same run', async () => {
   const server = await startChatCompletionsServer();
   try {
-    process.env['DURABILITY_TEST_KEY'] = 'k';
-    const daemon = await startDaemon({ model: { baseUrl: server.baseUrl, apiKeyEnv: 'DURABILITY_TEST_KEY', default: 'test-model', maxRetries: 0 } });
+    const daemon = await startDaemon({ model: { baseUrl: server.baseUrl, apiKeyEnv: 'DURABILITY_TEST_KEY', default: 'test-model', maxRetries: 0 } }, [], { env: { DURABILITY_TEST_KEY: 'k' } });
     daemons.push(daemon);
     const toolCall = { tool_calls: [{ index: 0, id: 'call-1', type: 'function', function: { name: 'list_directory', arguments: '{"path":"."}' } }] };
     server.enqueue(
