@@ -5,9 +5,11 @@ WORKDIR /src
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json ./
+COPY examples ./examples
 COPY protocol ./protocol
 COPY daemon ./daemon
 COPY client ./client
+COPY cli ./cli
 COPY test ./test
 COPY bench ./bench
 RUN npm run build && npm prune --omit=dev
@@ -30,6 +32,6 @@ USER subagentd
 # running as the same uid.
 VOLUME ["/var/lib/subagentd", "/run/subagentd"]
 HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
-  CMD ["node", "dist/daemon/cli.js", "status"]
-ENTRYPOINT ["node", "dist/daemon/cli.js"]
+  CMD ["node", "dist/cli/main.js", "status"]
+ENTRYPOINT ["node", "dist/cli/main.js"]
 CMD ["daemon"]

@@ -4,9 +4,10 @@
  * the server, every other command is a client of the shared daemon.
  */
 import { ConfigError } from '../daemon/config.js';
+import { StartupError } from '../daemon/startup-error.js';
+import { SubagentError } from '../protocol/index.js';
 import { daemonCommand } from '../daemon/cli/daemon-command.js';
 import { commonSettings, parse } from '../daemon/cli/options.js';
-import { SubagentError } from '../protocol/index.js';
 import { connectCommand } from './connect-command.js';
 import { inspectCommand, logsCommand, restartCommand, runsCommand, startCommand, statusCommand, stopCommand } from './ops-commands.js';
 import { runCommand } from './run-command.js';
@@ -108,6 +109,10 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(USAGE);
     return name ? 0 : 2;
   }
+  if (rest.includes('--help') || rest.includes('-h')) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
   const command = commands[name];
   if (!command) {
     process.stderr.write(`subagentd: unknown command "${name}"\n\n${USAGE}`);
@@ -121,8 +126,12 @@ main(process.argv.slice(2)).then(
     process.exitCode = code;
   },
   (error: unknown) => {
+    // Our own errors say what happened and what to do; anything else is a bug, with its stack.
     const known =
-      error instanceof SubagentError || error instanceof ConfigError || String((error as { code?: unknown }).code ?? '').startsWith('ERR_PARSE_ARGS');
+      error instanceof SubagentError ||
+      error instanceof ConfigError ||
+      error instanceof StartupError ||
+      String((error as { code?: unknown }).code ?? '').startsWith('ERR_PARSE_ARGS');
     process.stderr.write(`subagentd: ${known ? (error as Error).message : String((error as Error)?.stack ?? error)}\n`);
     process.exitCode = 1;
   },

@@ -79,8 +79,10 @@ export async function runCommand(settings: CommonSettings, options: RunCommandOp
     try {
       result = await run.result;
     } finally {
-      // A daemon that went away (e.g. right after a drain let this child finish) has disposed its runs: keep the result.
-      await run.dispose().catch((error: unknown) => { if (!(error instanceof SubagentError && error.code === 'DAEMON_UNAVAILABLE')) throw error; });
+      // A daemon that went away (say, right after a drain let this child finish) disposed its runs itself.
+      await run.dispose().catch((error: unknown) => {
+        if (!(error instanceof SubagentError && error.code === 'DAEMON_UNAVAILABLE')) throw error;
+      });
     }
     const text = result.output.map((b) => (b.type === 'text' ? b.text : '')).join('');
     if (settings.json) {

@@ -60,3 +60,4 @@ export type {
 } from '../protocol/index.js';
 export { DaemonOps } from './daemon-ops.js';
 export type { ReconnectOptions } from './reconnect.js';
+export { ensureDaemon, type AutoStartOptions } from './auto-start.js';

@@ -6,6 +6,7 @@
 import { SubagentError } from '../protocol/index.js';
 import { ConfigError } from './config.js';
 import { daemonCommand } from './cli/daemon-command.js';
+import { StartupError } from './startup-error.js';
 
 const [name, ...rest] = process.argv.slice(2);
 if (name !== 'daemon') {
@@ -17,7 +18,7 @@ if (name !== 'daemon') {
       process.exitCode = code;
     },
     (error: unknown) => {
-      const known = error instanceof SubagentError || error instanceof ConfigError || (error as Error)?.name?.endsWith('Error');
+      const known = error instanceof SubagentError || error instanceof ConfigError || error instanceof StartupError;
       process.stderr.write(`subagentd: ${known ? (error as Error).message : String(error)}\n`);
       process.exitCode = 1;
     },

@@ -66,6 +66,8 @@ export interface ConnectionContext {
   readonly token: string | undefined;
   /** Unsent notifications past which streamed progress waits in a coalescing backlog. */
   readonly maxPendingNotifications: number;
+  /** How long a new connection may take to call `initialize` before it is closed. */
+  readonly initializeTimeoutMs: number;
   /** Unanswered requests plus unsent messages past which the client's input is held until it reads. */
   readonly maxUnsentBeforePause: number;
   /** Unsent notifications past which the client is cut off as not reading. */
@@ -137,6 +139,12 @@ export class ClientConnection implements RunOwner {
       else this.notify(ProviderRemovedNotification, { name: change.name });
     });
     this.rpc.listen();
+    // A connection that never says who it is holds a slot (and keeps an idle daemon up): bound it.
+    const deadline = setTimeout(() => {
+      if (!this.initialized) void this.close(`no initialize within ${ctx.initializeTimeoutMs} ms`);
+    }, ctx.initializeTimeoutMs);
+    deadline.unref();
+    void this.closedPromise.then(() => clearTimeout(deadline));
   }
 
   get open(): boolean {

@@ -3,7 +3,7 @@
  * stream pair (stdio), with its identity, status and an orderly shutdown.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdirSync, rmSync } from 'node:fs';
+import { chmodSync, mkdirSync, rmSync, statSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import type { Readable, Writable } from 'node:stream';
 import type { Logger } from 'pino';
@@ -37,6 +37,10 @@ export interface DaemonOptions {
   readonly maxUnsentBeforeCutoff?: number;
   /** Streamed progress kept per slow connection before the oldest is dropped (default 1 MiB). */
   readonly maxBacklogBytes?: number;
+  /** How long a new connection may take to call `initialize` (default 30 s). */
+  readonly initializeTimeoutMs?: number;
+  /** Connections served at once; more are refused at accept (default 1024). */
+  readonly maxConnections?: number;
   /** Days a session log is kept after its last write (default 14). */
   readonly sessionRetentionDays?: number;
   /** How long a disconnected client's runs wait to be re-attached (default 60 s). */
@@ -65,6 +69,8 @@ export interface Daemon {
 
 export function createDaemon(options: DaemonOptions): Daemon {
   mkdirSync(options.stateDir, { recursive: true, mode: 0o700 });
+  // Prompts and tool output live here: keep it ours alone even if it was made looser.
+  if (statSync(options.stateDir).uid === process.getuid?.()) chmodSync(options.stateDir, 0o700);
   const files = stateFiles(options.stateDir);
   const releaseLock = acquireStateLock(files.lock);
   const log = options.log ?? createLogger({ file: files.log });
@@ -90,6 +96,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
   for (const run of service.markInterrupted()) log.warn({ runId: run.runId, deadPid: run.daemonPid }, 'run interrupted by a previous daemon\'s death');
   const limits: FrameLimits = { ...DEFAULT_FRAME_LIMITS, ...options.frameLimits };
   const connections = new Set<ClientConnection>();
+  const maxConnections = options.maxConnections ?? 1024;
   const listeners: Array<{ close(): Promise<void>; tokenPath: string }> = [];
   let socketPath: string | undefined;
   let token: string | undefined;
@@ -143,6 +150,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
         maxPendingNotifications: options.maxPendingNotifications ?? 256,
         maxUnsentBeforeCutoff: options.maxUnsentBeforeCutoff ?? 4096,
         maxUnsentBeforePause: 512,
+        initializeTimeoutMs: options.initializeTimeoutMs ?? 30_000,
         maxBacklogBytes: options.maxBacklogBytes ?? 1024 * 1024,
         status,
         shutdown: (drain, timeoutMs) => void daemon.close({ drain, timeoutMs }),
@@ -168,6 +176,11 @@ export function createDaemon(options: DaemonOptions): Daemon {
         path,
         (socket: Socket) => {
           socket.on('error', (error) => log.debug({ err: error }, 'socket error'));
+          if (connections.size >= maxConnections) {
+            log.warn({ maxConnections }, 'connection refused: the daemon serves its maximum number of connections');
+            socket.destroy();
+            return;
+          }
           // end() flushes what is queued (a closing error); destroy() follows for a peer that never reads.
           const destroy = (): void => {
             socket.end();

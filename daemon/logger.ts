@@ -15,7 +15,7 @@ export const REDACT_PATHS = [
 
 export function createLogger(options: { file?: string; level?: string; stderr?: boolean }): Logger {
   const streams: pino.StreamEntry[] = [];
-  if (options.file) streams.push({ stream: pino.destination({ dest: options.file, mkdir: true, sync: false }) });
+  if (options.file) streams.push({ stream: pino.destination({ dest: options.file, mkdir: true, sync: false, mode: 0o600 }) });
   if (options.stderr) streams.push({ level: 'warn', stream: pino.destination(2) });
   return pino(
     { level: options.level ?? 'info', base: { pid: process.pid }, redact: { paths: REDACT_PATHS, censor: '[redacted]' } },

@@ -3,8 +3,9 @@
  * pid is gone is taken over; a live one refuses the second daemon with its pid named.
  */
 import { readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import { StartupError } from './startup-error.js';
 
-export class StateDirLockedError extends Error {
+export class StateDirLockedError extends StartupError {
   override readonly name = 'StateDirLockedError';
 }
 

@@ -22,7 +22,7 @@ import type {
 /** Semver of the wire. A different major is refused at `initialize`. */
 export const PROTOCOL_VERSION = '1.0.0';
 
-/** Default cap on one inbound frame (header and body together). */
+/** Default cap on one inbound frame's body; the header block has its own 8 KiB cap. */
 export const DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024;
 
 // ---------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 /** `subagentd daemon [--stdio]`: run the daemon in the foreground until stopped. */
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { createBuiltinProviders } from '../builtin-providers.js';
 import { ConfigError } from '../config.js';
 import { createDaemon } from '../daemon.js';
@@ -16,8 +17,13 @@ export async function daemonCommand(argv: string[]): Promise<number> {
     'max-runs-per-connection': { type: 'string' },
     'idle-timeout': { type: 'string' },
   });
-  const settings = commonSettings(values);
+  const shared = commonSettings(values);
   const stdio = values['stdio'] === true;
+  // A private stdio daemon with no state dir of its own must not contend for the shared
+  // daemon's: it gets a scratch one under it, removed when it exits.
+  const explicitState = values['state-dir'] !== undefined || process.env['SUBAGENTD_HOME'] || shared.config.stateDir;
+  const scratch = stdio && !explicitState ? privateStateDir(shared.stateDir) : undefined;
+  const settings = scratch ? { ...shared, stateDir: scratch } : shared;
   mkdirSync(settings.stateDir, { recursive: true, mode: 0o700 });
   const log = createLogger({
     file: stateFiles(settings.stateDir).log,
@@ -72,6 +78,7 @@ export async function daemonCommand(argv: string[]): Promise<number> {
   const idleMs = idleSeconds !== undefined ? positiveInt(idleSeconds, '--idle-timeout') * 1000 : settings.config.idleTimeoutMs;
   if (idleMs !== undefined) daemon.exitWhenIdle(idleMs);
   await daemon.whenClosed;
+  if (scratch) rmSync(scratch, { recursive: true, force: true });
   return 0;
 }
 
@@ -79,4 +86,10 @@ function positiveInt(value: string | boolean | undefined, flag: string): number 
   const n = Number(value);
   if (!Number.isSafeInteger(n) || n < 1) throw new ConfigError(`${flag} must be a positive integer, got ${String(value)}`);
   return n;
+}
+
+function privateStateDir(sharedStateDir: string): string {
+  const parent = join(sharedStateDir, 'private');
+  mkdirSync(parent, { recursive: true, mode: 0o700 });
+  return mkdtempSync(join(parent, 'stdio-'));
 }

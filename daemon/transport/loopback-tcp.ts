@@ -6,24 +6,25 @@
 import { readFileSync, statSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { createServer, type Socket } from 'node:net';
+import { StartupError } from '../startup-error.js';
 
 const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
 
 export function readPrivateToken(path: string): string {
   const stat = statSync(path);
   const uid = process.getuid?.();
-  if (uid !== undefined && stat.uid !== uid) throw new Error(`refusing token file ${path}: owned by uid ${stat.uid}, not by this user`);
+  if (uid !== undefined && stat.uid !== uid) throw new StartupError(`refusing token file ${path}: owned by uid ${stat.uid}, not by this user`);
   if ((stat.mode & 0o077) !== 0) {
-    throw new Error(`refusing token file ${path}: mode ${(stat.mode & 0o777).toString(8)} lets others read it; run \`chmod 600 ${path}\``);
+    throw new StartupError(`refusing token file ${path}: mode ${(stat.mode & 0o777).toString(8)} lets others read it; run \`chmod 600 ${path}\``);
   }
   const token = readFileSync(path, 'utf8').trim();
-  if (token.length < 16) throw new Error(`token file ${path} holds fewer than 16 characters: use a long random token`);
+  if (token.length < 16) throw new StartupError(`token file ${path} holds fewer than 16 characters: use a long random token`);
   return token;
 }
 
 export async function listenLoopbackTcp(host: string, port: number, onSocket: (socket: Socket) => void): Promise<{ port: number; close(): Promise<void> }> {
   const loopback = LOOPBACK.has(host) || (isIP(host) === 4 && host.startsWith('127.'));
-  if (!loopback) throw new Error(`refusing to listen on ${host}: the TCP listener binds loopback addresses only`);
+  if (!loopback) throw new StartupError(`refusing to listen on ${host}: the TCP listener binds loopback addresses only`);
   const server = createServer(onSocket);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

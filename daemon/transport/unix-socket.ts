@@ -6,8 +6,9 @@
 import { chmodSync, lstatSync, mkdirSync, statSync, unlinkSync } from 'node:fs';
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { dirname } from 'node:path';
+import { StartupError } from '../startup-error.js';
 
-export class SocketInUseError extends Error {
+export class SocketInUseError extends StartupError {
   override readonly name = 'SocketInUseError';
 }
 
@@ -15,13 +16,13 @@ export class SocketInUseError extends Error {
 export function securePrivateDir(dir: string): void {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const stat = lstatSync(dir);
-  if (!stat.isDirectory()) throw new Error(`${dir} is not a directory`);
+  if (!stat.isDirectory()) throw new StartupError(`${dir} is not a directory`);
   const uid = process.getuid?.();
   if (uid !== undefined && stat.uid !== uid) {
-    throw new Error(`refusing socket directory ${dir}: owned by uid ${stat.uid}, not by this user (uid ${uid})`);
+    throw new StartupError(`refusing socket directory ${dir}: owned by uid ${stat.uid}, not by this user (uid ${uid})`);
   }
   if ((stat.mode & 0o077) !== 0) {
-    throw new Error(`refusing socket directory ${dir}: mode ${(stat.mode & 0o777).toString(8)} lets others in; run \`chmod 700 ${dir}\``);
+    throw new StartupError(`refusing socket directory ${dir}: mode ${(stat.mode & 0o777).toString(8)} lets others in; run \`chmod 700 ${dir}\``);
   }
 }
 
