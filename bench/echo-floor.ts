@@ -1,0 +1,99 @@
+/**
+ * The floor: a bare vscode-jsonrpc echo on a unix socket (no validation, no service), served in
+ * this process or by a separate process (bench/echo-server.ts), and a client for it.
+ */
+import { spawn } from 'node:child_process';
+import { createConnection, createServer, type Socket } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { createMessageConnection, SocketMessageReader, SocketMessageWriter, type MessageConnection } from 'vscode-jsonrpc/node';
+import type { Cleanup } from './procs.js';
+import { withTimeout } from './procs.js';
+
+export const ECHO_METHOD = 'bench/echo';
+/** Echo that first sends one small notification, like `subagent/start` goes out before its answer. */
+export const ECHO_NOTIFY_METHOD = 'bench/echoAfterNote';
+export const NOTE_METHOD = 'bench/note';
+
+/** Listens on `path`; every connection answers `bench/echo` with its params. */
+export async function listenEcho(path: string): Promise<{ close(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const server = createServer((socket) => {
+    sockets.add(socket);
+    const connection = createMessageConnection(new SocketMessageReader(socket), new SocketMessageWriter(socket));
+    connection.onRequest(ECHO_METHOD, (params: unknown) => params);
+    connection.onRequest(ECHO_NOTIFY_METHOD, (params: unknown) => {
+      void connection.sendNotification(NOTE_METHOD, { runId: 'run_0123456789abcdef01234567', provider: 'echo', id: 'child', local: false });
+      return params;
+    });
+    socket.on('error', () => undefined);
+    socket.on('close', () => {
+      sockets.delete(socket);
+      connection.dispose();
+    });
+    connection.listen();
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(path, () => resolve());
+  });
+  return {
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** The echo server as its own Node process; resolves once it listens. */
+export async function echoServerProcess(cleanup: Cleanup, path: string): Promise<number> {
+  const script = fileURLToPath(new URL('./echo-server.js', import.meta.url));
+  const child = spawn(process.execPath, [script, path], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  cleanup.defer(`stop echo server pid ${child.pid}`, async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+    await exited;
+  });
+  await withTimeout(
+    new Promise<void>((resolve, reject) => {
+      child.stdout.on('data', (chunk: Buffer) => {
+        if (chunk.toString().includes('listening')) resolve();
+      });
+      child.once('exit', (code) => reject(new Error(`echo server exited with ${code}`)));
+    }),
+    10_000,
+    'echo server start',
+  );
+  return child.pid!;
+}
+
+export interface EchoClient {
+  readonly connection: MessageConnection;
+  echo(params: unknown): Promise<unknown>;
+  /** The server sends a notification, then answers. */
+  echoAfterNote(params: unknown): Promise<unknown>;
+  close(): void;
+}
+
+export async function echoClient(cleanup: Cleanup, path: string): Promise<EchoClient> {
+  const socket = await new Promise<Socket>((resolve, reject) => {
+    const s = createConnection(path);
+    s.once('connect', () => resolve(s));
+    s.once('error', reject);
+  });
+  socket.on('error', () => undefined);
+  const connection = createMessageConnection(new SocketMessageReader(socket), new SocketMessageWriter(socket));
+  connection.onNotification(NOTE_METHOD, () => undefined);
+  connection.listen();
+  const close = (): void => {
+    connection.dispose();
+    socket.destroy();
+  };
+  cleanup.defer('close echo client', close);
+  return {
+    connection,
+    echo: (params) => connection.sendRequest(ECHO_METHOD, params),
+    echoAfterNote: (params) => connection.sendRequest(ECHO_NOTIFY_METHOD, params),
+    close,
+  };
+}

@@ -1,0 +1,91 @@
+/** Bounded measurement loops: every loop stops at a sample count or a time budget, whichever first. */
+
+export interface Bounds {
+  /** Unmeasured iterations first (JIT, caches, connection warm-up). */
+  readonly warmup: number;
+  /** Most measured iterations. */
+  readonly max: number;
+  /** Most wall time for the measured iterations. */
+  readonly budgetMs: number;
+}
+
+export interface SequentialResult {
+  /** One array per value `once` returns, in order. */
+  readonly samples: number[][];
+  readonly count: number;
+  readonly elapsedMs: number;
+}
+
+/** Runs `once` back to back; it returns the durations it measured (ms). */
+export async function sequential(bounds: Bounds, once: () => Promise<number[]>): Promise<SequentialResult> {
+  for (let i = 0; i < bounds.warmup; i++) await once();
+  const samples: number[][] = [];
+  const started = performance.now();
+  const deadline = started + bounds.budgetMs;
+  let count = 0;
+  while (count < bounds.max && performance.now() < deadline) {
+    const values = await once();
+    values.forEach((v, i) => (samples[i] ??= []).push(v));
+    count++;
+  }
+  return { samples, count, elapsedMs: performance.now() - started };
+}
+
+/**
+ * Interleaves several configurations in rounds (A B C, A B C, …) so that a machine whose load
+ * changes during the run biases none of them; samples are pooled per configuration.
+ */
+export async function interleaved(
+  configs: ReadonlyArray<{ readonly name: string; readonly bounds: Bounds; readonly once: () => Promise<number[]> }>,
+  rounds: number,
+): Promise<Map<string, SequentialResult>> {
+  const pooled = new Map<string, { samples: number[][]; count: number; elapsedMs: number }>();
+  for (let round = 0; round < rounds; round++) {
+    for (const config of configs) {
+      const bounds: Bounds = {
+        warmup: round === 0 ? config.bounds.warmup : Math.min(20, config.bounds.warmup),
+        max: Math.ceil(config.bounds.max / rounds),
+        budgetMs: config.bounds.budgetMs / rounds,
+      };
+      const result = await sequential(bounds, config.once);
+      const acc = pooled.get(config.name) ?? { samples: [], count: 0, elapsedMs: 0 };
+      result.samples.forEach((values, i) => (acc.samples[i] ??= []).push(...values));
+      acc.count += result.count;
+      acc.elapsedMs += result.elapsedMs;
+      pooled.set(config.name, acc);
+    }
+  }
+  return pooled;
+}
+
+export interface LoadResult {
+  readonly count: number;
+  readonly elapsedMs: number;
+  /** Per-worker completed iterations. */
+  readonly perWorker: number[];
+}
+
+/**
+ * `workers` closed loops run `once(worker)` until the deadline; the elapsed time runs until the
+ * last loop (and whatever `drain` waits for) has finished.
+ */
+export async function closedLoops(
+  workers: number,
+  durationMs: number,
+  once: (worker: number) => Promise<void>,
+  drain: () => Promise<unknown> = async () => undefined,
+): Promise<LoadResult> {
+  const perWorker = Array.from({ length: workers }, () => 0);
+  const started = performance.now();
+  const deadline = started + durationMs;
+  await Promise.all(
+    perWorker.map(async (_, worker) => {
+      while (performance.now() < deadline) {
+        await once(worker);
+        perWorker[worker]! += 1;
+      }
+    }),
+  );
+  await drain();
+  return { count: perWorker.reduce((a, b) => a + b, 0), elapsedMs: performance.now() - started, perWorker };
+}

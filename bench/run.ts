@@ -1,0 +1,124 @@
+/**
+ * `npm run bench`: every benchmark in one run, printed as tables and written to BENCHMARKS.md.
+ * Each section is bounded in time, and everything it starts is torn down even when it fails.
+ * `node dist/bench/run.js wire children` runs only the named sections (and writes no file).
+ */
+import { acpBench } from './acp.js';
+import { join } from 'node:path';
+import { childAgents } from './children.js';
+import { REPO } from './daemons.js';
+import { formatLoad, machine } from './machine.js';
+import { writeBenchmarks } from './markdown.js';
+import { poolBench } from './pool.js';
+import { Cleanup, withTimeout } from './procs.js';
+import { Report } from './report.js';
+import { wireOverhead } from './wire.js';
+import { makeWorld, type BenchWorld } from './workspace.js';
+
+const report = new Report();
+const only = process.argv.slice(2);
+
+interface SectionRun {
+  readonly name: string;
+  readonly timeoutMs: number;
+  readonly run: (cleanup: Cleanup, world: BenchWorld) => Promise<void>;
+}
+
+const sections: SectionRun[] = [
+  {
+    name: 'wire',
+    timeoutMs: 90_000,
+    run: (cleanup) =>
+      wireOverhead(report, cleanup, {
+        rounds: 3,
+        latency: { warmup: 200, max: 3000, budgetMs: 2400 },
+        stdioLatency: { warmup: 200, max: 3000, budgetMs: 2400 },
+        throughputMs: 2000,
+        connections: [4, 8],
+        pipelineDepth: 8,
+      }),
+  },
+  {
+    name: 'children',
+    timeoutMs: 150_000,
+    run: (cleanup, world) =>
+      childAgents(report, cleanup, world, {
+        perRun: { warmup: 5, max: 300, budgetMs: 5000 },
+        levels: [1, 10, 100, 1000],
+        minRunsPerLevel: 40,
+        busyBudgetMs: (level) => (level >= 1000 ? 8_000 : level >= 100 ? 5_000 : 3_000),
+        scalingBudgetMs: 60_000,
+        connections: 4,
+      }),
+  },
+  {
+    name: 'acp',
+    timeoutMs: 90_000,
+    run: (cleanup, world) => acpBench(report, cleanup, world, { starts: 6, prompts: 40, warmupPrompts: 5 }),
+  },
+  {
+    name: 'pool',
+    timeoutMs: 90_000,
+    run: (cleanup, world) =>
+      poolBench(report, cleanup, world, {
+        levels: [1, 10, 50],
+        levelMs: 2000,
+        fairnessMs: 2500,
+        fairnessPool: 4,
+        slotHoldMs: 5,
+        floodInFlight: 64,
+        lightClients: 3,
+        slowRuns: 30,
+      }),
+  },
+];
+
+const host = machine();
+console.log(`subagentd benchmarks — ${host.date}, ${host.nproc} CPUs (${host.cpu}), node ${host.node}, load ${host.loadStart}`);
+const begun = performance.now();
+const worldCleanup = new Cleanup();
+const active = new Set<Cleanup>([worldCleanup]);
+let interrupted = false;
+// Ctrl-C or a kill: tear down every daemon, agent and temp dir this run made, then leave.
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    interrupted = true;
+    console.error(`\n${signal}: cleaning up…`);
+    void Promise.all([...active].map((c) => c.runAll())).finally(() => process.exit(130));
+  });
+}
+// A section abandoned by its timeout may still reject in the background: record it, don't crash.
+process.on('unhandledRejection', (error) => report.failure('unhandled rejection', error));
+try {
+  const world = makeWorld(worldCleanup);
+  for (const section of sections) {
+    if (interrupted) break;
+    if (only.length > 0 && !only.includes(section.name)) continue;
+    const cleanup = new Cleanup();
+    active.add(cleanup);
+    const started = performance.now();
+    try {
+      await withTimeout(section.run(cleanup, world), section.timeoutMs, section.name);
+    } catch (error) {
+      report.failure(section.name, error);
+    } finally {
+      await cleanup.runAll();
+      active.delete(cleanup);
+    }
+    console.log(`  (${section.name}: ${((performance.now() - started) / 1000).toFixed(1)} s)`);
+  }
+} finally {
+  await worldCleanup.runAll();
+}
+
+const duration = (performance.now() - begun) / 1000;
+console.log(`\nTargets:`);
+for (const v of report.verdicts) console.log(`  ${v.met ? 'met   ' : 'MISSED'}  ${v.target}: ${v.measured}`);
+if (report.failures.length > 0) console.log(`${report.failures.length} section(s) failed; see above.`);
+console.log(`Done in ${duration.toFixed(0)} s; load average now ${formatLoad()}.`);
+if (only.length === 0 && !interrupted) {
+  const path = join(REPO, 'BENCHMARKS.md');
+  writeBenchmarks(path, report, host, formatLoad(), duration);
+  console.log(`Wrote ${path}`);
+}
+process.exitCode = report.failures.length > 0 ? 1 : 0;
