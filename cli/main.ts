@@ -6,7 +6,6 @@
 import { ConfigError } from '../daemon/config.js';
 import { StartupError } from '../daemon/startup-error.js';
 import { SubagentError } from '../protocol/index.js';
-import { daemonCommand } from '../daemon/cli/daemon-command.js';
 import { commonSettings, parse } from '../daemon/cli/options.js';
 import { connectCommand } from './connect-command.js';
 import { inspectCommand, logsCommand, restartCommand, runsCommand, startCommand, statusCommand, stopCommand } from './ops-commands.js';
@@ -49,7 +48,8 @@ const seconds = (value: string | boolean | undefined, fallback: number): number 
 };
 
 const commands: Record<string, Command> = {
-  daemon: daemonCommand,
+  // Loaded on demand: the daemon's code is most of the CLI's start-up time.
+  daemon: async (argv) => (await import('../daemon/cli/daemon-command.js')).daemonCommand(argv),
   async run(argv) {
     const { values, positionals } = parse(argv, {
       provider: { type: 'string' },

@@ -82,8 +82,11 @@ function statMtime(path: string): number {
   }
 }
 
-/** Remembers recent daemon starts so a daemon that dies at once is not restarted forever. */
-function recordStart(path: string, windowMs: number, max: number, logPath: string): void {
+/**
+ * Remembers recent daemon starts that did not come up, so a daemon that dies at once is not
+ * restarted forever. A start that reaches listening is forgotten (see `forgetStart`).
+ */
+function recordStart(path: string, windowMs: number, max: number, logPath: string): number {
   let starts: number[] = [];
   try {
     starts = (JSON.parse(readFileSync(path, 'utf8')) as number[]).filter((t) => Date.now() - t < windowMs);
@@ -96,7 +99,18 @@ function recordStart(path: string, windowMs: number, max: number, logPath: strin
       `the daemon was started ${starts.length} times in the last ${Math.round(windowMs / 1000)} s and did not stay up; not starting it again. See its log: ${logPath}`,
     );
   }
-  writeFileSync(path, JSON.stringify([...starts, Date.now()]), { mode: 0o600 });
+  const at = Date.now();
+  writeFileSync(path, JSON.stringify([...starts, at]), { mode: 0o600 });
+  return at;
+}
+
+function forgetStart(path: string, at: number): void {
+  try {
+    const starts = (JSON.parse(readFileSync(path, 'utf8')) as number[]).filter((t) => t !== at);
+    writeFileSync(path, JSON.stringify(starts), { mode: 0o600 });
+  } catch {
+    // nothing recorded
+  }
 }
 
 /**
@@ -120,7 +134,8 @@ export async function ensureDaemon(options: AutoStartOptions): Promise<'running'
     const stateDir = options.stateDir;
     const logPath = join(stateDir ?? dir, 'daemon.stderr.log');
     mkdirSync(dirname(logPath), { recursive: true, mode: 0o700 });
-    recordStart(join(dir, 'starts.json'), options.crashWindowMs ?? 60_000, options.maxStarts ?? 3, logPath);
+    const startsPath = join(dir, 'starts.json');
+    const startedAt = recordStart(startsPath, options.crashWindowMs ?? 60_000, options.maxStarts ?? 3, logPath);
     const out = openSync(logPath, 'a', 0o600);
     const args = [
       options.cliPath ?? defaultDaemonCliPath(),
@@ -142,6 +157,7 @@ export async function ensureDaemon(options: AutoStartOptions): Promise<'running'
       if (Date.now() > readyBy) throw new SubagentError('DAEMON_UNAVAILABLE', `the daemon did not listen on ${options.socket} in time; see ${logPath}`);
       await sleep(50);
     }
+    forgetStart(startsPath, startedAt);
     return 'started';
   } finally {
     rmSync(lockPath, { force: true });

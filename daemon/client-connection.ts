@@ -8,7 +8,6 @@ import {
   CancellationTokenSource,
   createMessageConnection,
   ResponseError,
-  StreamMessageWriter,
   type CancellationToken,
   type MessageConnection,
   type NotificationType,
@@ -79,6 +78,9 @@ export interface ConnectionContext {
   readonly log: Logger;
 }
 
+/** Bytes written but not yet taken by the socket past which a connection's input is held. */
+const MAX_UNSENT_BYTES = 8 * 1024 * 1024;
+
 /** Violations logged per connection before they are only counted. */
 const LOGGED_VIOLATIONS = 3;
 
@@ -110,7 +112,7 @@ export class ClientConnection implements RunOwner {
     this.log = ctx.log.child({ conn: id });
     this.closedPromise = new Promise((resolve) => (this.resolveClosed = resolve));
     this.backlog = new ProgressBacklog(ctx.maxBacklogBytes);
-    this.writer = new CountingWriter(new StreamMessageWriter(output), (written) => {
+    this.writer = new CountingWriter(output, (written) => {
       if (written && 'id' in written && !('method' in written)) this.answered((written as { id: string | number | null }).id);
       this.balanceLoad();
     });
@@ -178,11 +180,13 @@ export class ClientConnection implements RunOwner {
    */
   private balanceLoad(): void {
     const load = this.openCount + this.writer.unsent;
-    if (!this.holding && load >= this.ctx.maxUnsentBeforePause) {
+    const bytes = this.writer.unsentBytes;
+    const limit = this.ctx.maxUnsentBeforePause;
+    if (!this.holding && (load >= limit || bytes >= MAX_UNSENT_BYTES)) {
       this.holding = true;
-      this.log.warn({ client: this.clientName, load }, 'client is not reading its replies: holding its input');
+      this.log.warn({ client: this.clientName, load, bytes }, 'client is not reading its replies: holding its input');
       this.reader.hold();
-    } else if (this.holding && load <= this.ctx.maxUnsentBeforePause / 2) {
+    } else if (this.holding && load <= limit / 2 && bytes <= MAX_UNSENT_BYTES / 2) {
       this.holding = false;
       this.reader.release();
     }

@@ -105,7 +105,8 @@ export function createDaemon(options: DaemonOptions): Daemon {
   const whenClosed = new Promise<void>((resolve) => (resolveClosed = resolve));
 
   for (const provider of options.providers ?? []) service.registry.register(provider);
-  void service.continueCheckpointed().then((continued) => {
+  // Before anyone can attach: a checkpointed run must already be live under its id when its owner asks.
+  const continuing = service.continueCheckpointed().then((continued) => {
     if (continued.length > 0) log.info({ runs: continued }, 'continuing children checkpointed by the previous daemon');
   });
   const retentionMs = (options.sessionRetentionDays ?? 14) * 86_400_000;
@@ -149,7 +150,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
         token: connectionToken,
         maxPendingNotifications: options.maxPendingNotifications ?? 256,
         maxUnsentBeforeCutoff: options.maxUnsentBeforeCutoff ?? 4096,
-        maxUnsentBeforePause: 512,
+        maxUnsentBeforePause: 256,
         initializeTimeoutMs: options.initializeTimeoutMs ?? 30_000,
         maxBacklogBytes: options.maxBacklogBytes ?? 1024 * 1024,
         status,
@@ -170,6 +171,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
     whenClosed,
     status,
     async listen(path) {
+      await continuing;
       const requireToken = options.requireToken ?? true;
       const tokenPath = tokenPathFor(path);
       const listener = await listenUnix(

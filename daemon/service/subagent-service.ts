@@ -363,6 +363,8 @@ export class SubagentService {
         await record.settled.catch(() => undefined);
       } finally {
         record.state = 'disposed';
+        // A disposed child's session stays on disk; holding it in memory too would only grow.
+        record.run = undefined;
         if (!record.checkpointed) this.index?.update(record.runId, { state: 'disposed' });
         this.disposedCount += 1;
         this.pruneDisposed();

@@ -4,9 +4,10 @@
  * its session lives, how it ended — so a restarted daemon can answer `run/wait`, mark runs it
  * never saw finish as interrupted, and never show a dead daemon's run as running.
  *
- * Lines are written with one write(2) each (no fsync: a killed process loses nothing the kernel
- * has; a power cut may lose the tail, which the reader tolerates as a torn line). At open the log
- * is compacted to one line per run, dropping disposed runs past retention.
+ * Lines are batched per event-loop turn into one write(2) (no fsync: a killed process loses at
+ * most the current turn's changes; a power cut may lose the tail, which the reader tolerates as a
+ * torn line). At open the log is compacted to one line per run, dropping disposed runs past
+ * retention.
  */
 import { closeSync, copyFileSync, existsSync, openSync, readFileSync, renameSync, writeFileSync, writeSync } from 'node:fs';
 import type { RunState, SubagentResult, ToolFilter } from '../../protocol/index.js';
@@ -41,6 +42,7 @@ export interface IndexProblems {
 export class RunIndex {
   private readonly runs = new Map<string, IndexedRun>();
   private fd: number | undefined;
+  private pending: string[] = [];
   readonly problems: IndexProblems;
 
   constructor(
@@ -64,7 +66,17 @@ export class RunIndex {
 
   put(run: IndexedRun): void {
     this.runs.set(run.runId, run);
-    if (this.fd !== undefined) writeSync(this.fd, `${JSON.stringify(run)}\n`);
+    if (this.fd === undefined) return;
+    if (this.pending.length === 0) setImmediate(() => this.flush());
+    this.pending.push(`${JSON.stringify(run)}\n`);
+  }
+
+  /** Writes the batched lines now. */
+  flush(): void {
+    if (this.fd === undefined || this.pending.length === 0) return;
+    const lines = this.pending.join('');
+    this.pending = [];
+    writeSync(this.fd, lines);
   }
 
   update(runId: string, change: Partial<IndexedRun>): IndexedRun | undefined {
@@ -76,6 +88,7 @@ export class RunIndex {
   }
 
   close(): void {
+    this.flush();
     if (this.fd !== undefined) closeSync(this.fd);
     this.fd = undefined;
   }

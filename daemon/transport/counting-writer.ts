@@ -1,42 +1,65 @@
 /**
- * A MessageWriter that knows how many messages it has not yet handed to the socket.
- * vscode-jsonrpc queues writes inside its own writer (the socket's `writableLength` stays 0), so
- * this count is the daemon's only measure of a client that reads slowly or not at all.
+ * The daemon's MessageWriter: frames each message as one buffer (header and body in a single
+ * write, where vscode-jsonrpc's writer makes two and waits for each), keeps the stream's order
+ * without waiting between messages, and counts what it has not yet handed to the socket. That
+ * count is the daemon's measure of a client that reads slowly or not at all: the library's own
+ * writer queues internally, so the socket's `writableLength` says nothing.
  */
-import type { Event, Message, MessageWriter } from 'vscode-jsonrpc/node';
+import type { Writable } from 'node:stream';
+import { Emitter, type Event, type Message, type MessageWriter } from 'vscode-jsonrpc/node';
 
 export class CountingWriter implements MessageWriter {
   private inFlight = 0;
+  private inFlightBytes = 0;
+  private errors = 0;
   private idle: Array<() => void> = [];
+  private readonly errorEmitter = new Emitter<[Error, Message | undefined, number | undefined]>();
+  private readonly closeEmitter = new Emitter<void>();
 
   /** `onChange` hears every change of the count; `written` is the message just handed over. */
   constructor(
-    private readonly inner: MessageWriter,
+    private readonly output: Writable,
     private readonly onChange: (written?: Message) => void = () => undefined,
-  ) {}
+  ) {
+    output.on('close', () => this.closeEmitter.fire());
+  }
 
   get unsent(): number {
     return this.inFlight;
   }
 
+  get unsentBytes(): number {
+    return this.inFlightBytes;
+  }
+
   get onError(): Event<[Error, Message | undefined, number | undefined]> {
-    return this.inner.onError;
+    return this.errorEmitter.event;
   }
 
   get onClose(): Event<void> {
-    return this.inner.onClose;
+    return this.closeEmitter.event;
   }
 
-  async write(message: Message): Promise<void> {
+  write(message: Message): Promise<void> {
+    const body = Buffer.from(JSON.stringify(message), 'utf8');
+    const frame = Buffer.concat([Buffer.from(`Content-Length: ${body.length}\r\n\r\n`, 'ascii'), body]);
     this.inFlight += 1;
+    this.inFlightBytes += frame.length;
     this.onChange();
-    try {
-      await this.inner.write(message);
-    } finally {
-      this.inFlight -= 1;
-      this.onChange(message);
-      if (this.inFlight === 0) for (const wake of this.idle.splice(0)) wake();
-    }
+    return new Promise<void>((resolve, reject) => {
+      const done = (error?: Error | null): void => {
+        this.inFlight -= 1;
+        this.inFlightBytes -= frame.length;
+        this.onChange(message);
+        if (this.inFlight === 0) for (const wake of this.idle.splice(0)) wake();
+        if (!error) return resolve();
+        this.errors += 1;
+        this.errorEmitter.fire([error, message, this.errors]);
+        reject(error);
+      };
+      if (this.output.destroyed || this.output.writableEnded) return done(new Error('the connection is closed'));
+      this.output.write(frame, done);
+    });
   }
 
   /** Resolves once nothing is unsent, or after `timeoutMs` (a peer that never reads). */
@@ -52,10 +75,11 @@ export class CountingWriter implements MessageWriter {
   }
 
   end(): void {
-    this.inner.end();
+    this.output.end();
   }
 
   dispose(): void {
-    this.inner.dispose();
+    this.errorEmitter.dispose();
+    this.closeEmitter.dispose();
   }
 }

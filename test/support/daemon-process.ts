@@ -27,15 +27,29 @@ export function makeTempDir(prefix = 'subagentd-test-'): string {
 }
 
 export interface StartOptions {
-  /** The daemon's environment (default: this process's, without SUBAGENTD_* settings). */
-  readonly env?: NodeJS.ProcessEnv;
+  /** Added to the daemon's environment, which otherwise holds only what node needs. */
+  readonly env?: Readonly<Record<string, string>>;
+  /** Load the fixture providers (test/fixtures/test-providers.ts). Default true. */
+  readonly fixtures?: boolean;
+}
+
+/**
+ * What a bare node process needs. Nothing else of the runner's environment reaches a test
+ * daemon, so a developer's OPENAI_* / DEEPSEEK_* / SUBAGENTD_* settings never change a test.
+ */
+const PASSED_THROUGH = ['PATH', 'HOME', 'LANG', 'TMPDIR'] as const;
+
+function daemonEnv(extra: Readonly<Record<string, string>> = {}): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const key of PASSED_THROUGH) if (process.env[key] !== undefined) env[key] = process.env[key];
+  return { ...env, ...extra };
 }
 
 export async function startDaemon(config: Record<string, unknown> = {}, extraArgs: string[] = [], options: StartOptions = {}): Promise<DaemonProcess> {
   if (!existsSync(CLI)) throw new Error(`build first: ${CLI} is missing (npm run build)`);
   const dir = makeTempDir();
   const configPath = join(dir, 'config.json');
-  writeFileSync(configPath, JSON.stringify({ providerModules: [FIXTURE_PROVIDERS], ...config }));
+  writeFileSync(configPath, JSON.stringify(options.fixtures === false ? config : { providerModules: [FIXTURE_PROVIDERS], ...config }));
   return launch({ dir, socket: join(dir, 'run', 'daemon.sock'), stateDir: join(dir, 'state'), configPath }, extraArgs, options);
 }
 
@@ -50,7 +64,7 @@ async function launch(
   options: StartOptions,
 ): Promise<DaemonProcess> {
   const { dir, socket, stateDir, configPath } = paths;
-  const env = options.env ?? { ...process.env, SUBAGENTD_SOCKET: '', SUBAGENTD_HOME: '', SUBAGENTD_CONFIG: '' };
+  const env = daemonEnv(options.env);
   const spawnedAt = Date.now();
   const proc = spawn(process.execPath, [CLI, 'daemon', '--socket', socket, '--state-dir', stateDir, '--config', configPath, ...extraArgs], {
     stdio: ['ignore', 'ignore', 'pipe'],
@@ -61,8 +75,14 @@ async function launch(
   const exited = new Promise<void>((res) => proc.once('exit', () => res()));
   // A killed predecessor leaves its socket and token behind: wait for this daemon's own token.
   const fresh = (): boolean => existsSync(socket) && existsSync(`${socket}.token`) && statSync(`${socket}.token`).mtimeMs >= spawnedAt - 5;
-  await waitFor(() => fresh() || proc.exitCode !== null, 10_000, () => `daemon did not listen: ${err}`);
-  if (proc.exitCode !== null) throw new Error(`daemon exited ${proc.exitCode}: ${err}`);
+  try {
+    await waitFor(() => fresh() || proc.exitCode !== null, 10_000, () => `daemon did not listen: ${err}`);
+    if (proc.exitCode !== null) throw new Error(`daemon exited ${proc.exitCode}: ${err}`);
+  } catch (error) {
+    proc.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+    throw error;
+  }
   return {
     ...paths,
     proc,
