@@ -48,7 +48,7 @@ it('three runs started at the same moment against a fresh socket start exactly o
   const status = await box.status();
   expect(status?.daemon.pid).toBe(pids[0]);
   // Nobody else tried: one recorded start, one daemon that listened, none that lost a race.
-  expect(startsOf(box)).toHaveLength(1);
+  expect(startsOf(box)).toEqual([]); // a start that came up is not held against the crash-loop bound
   const log = box.readFile(stderrLog(box));
   expect(log.match(/listening on/g)).toHaveLength(1);
   expect(log).not.toMatch(/^subagentd: /m);
