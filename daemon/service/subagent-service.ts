@@ -264,7 +264,7 @@ export class SubagentService {
       daemonPid: process.pid,
       ...(lineage.resumedFrom !== undefined && { resumedFrom: lineage.resumedFrom }),
       ...(lineage.restore !== undefined && { restore: lineage.restore }),
-    });
+    }, true);
     // setImmediate: the start response is queued on the connection before subagent/end can be.
     run.result.finally(release).then(
       (result) => setImmediate(() => this.settle(record, result, undefined, resolveSettled, rejectSettled)),

@@ -4,9 +4,10 @@
  * its session lives, how it ended — so a restarted daemon can answer `run/wait`, mark runs it
  * never saw finish as interrupted, and never show a dead daemon's run as running.
  *
- * Lines are batched per event-loop turn into one write(2) (no fsync: a killed process loses at
- * most the current turn's changes; a power cut may lose the tail, which the reader tolerates as a
- * torn line). At open the log is compacted to one line per run, dropping disposed runs past
+ * A run's first record is written at once, before its starter learns its token; later changes
+ * are batched per event-loop turn into one write(2). No fsync: a killed process loses at most the
+ * current turn's later changes (a run then reads as interrupted); a power cut may lose the tail,
+ * which the reader tolerates as a torn line. At open the log is compacted to one line per run, dropping disposed runs past
  * retention.
  */
 import { closeSync, copyFileSync, existsSync, openSync, readFileSync, renameSync, writeFileSync, writeSync } from 'node:fs';
@@ -64,11 +65,13 @@ export class RunIndex {
     return [...this.runs.values()];
   }
 
-  put(run: IndexedRun): void {
+  /** `now`: written before returning (a run's first record: its owner is about to hold its token). */
+  put(run: IndexedRun, now = false): void {
     this.runs.set(run.runId, run);
     if (this.fd === undefined) return;
-    if (this.pending.length === 0) setImmediate(() => this.flush());
+    if (this.pending.length === 0 && !now) setImmediate(() => this.flush());
     this.pending.push(`${JSON.stringify(run)}\n`);
+    if (now) this.flush();
   }
 
   /** Writes the batched lines now. */
