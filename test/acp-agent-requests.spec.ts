@@ -13,10 +13,8 @@ import type { PermissionResult } from '../protocol/index.js';
 import {
   fakeHost,
   makeWorkspace,
-  processGone,
   provider,
   readRecord,
-  recordedPids,
   request,
   sdkAgentConfig,
   textOf,
@@ -24,6 +22,7 @@ import {
   type AskHandler,
   type FakeHost,
   type Workspace,
+  cleanupWorkspace,
 } from './fixtures/acp-harness.js';
 
 let ws: Workspace;
@@ -33,10 +32,7 @@ beforeEach(async () => {
 });
 
 afterEach(async () => {
-  const leftovers = recordedPids(ws.recordPath).filter((pid) => !processGone(pid));
-  for (const pid of leftovers) process.kill(pid, 'SIGKILL');
-  await ws.cleanup();
-  expect(leftovers, 'agent processes left behind').toEqual([]);
+  expect(await cleanupWorkspace(ws), 'agent processes left behind').toEqual([]);
 });
 
 /** Several turns on one agent (a resume chain), so a batch of attempts costs one process. */

@@ -21,6 +21,7 @@ import {
   waitFor,
   type RecordEntry,
   type Workspace,
+  cleanupWorkspace,
 } from './fixtures/acp-harness.js';
 
 let ws: Workspace;
@@ -30,10 +31,7 @@ beforeEach(async () => {
 });
 
 afterEach(async () => {
-  const leftovers = recordedPids(ws.recordPath).filter((pid) => !processGone(pid));
-  for (const pid of leftovers) process.kill(pid, 'SIGKILL');
-  await ws.cleanup();
-  expect(leftovers, 'agent processes left behind').toEqual([]);
+  expect(await cleanupWorkspace(ws), 'agent processes left behind').toEqual([]);
 });
 
 const recorded = (event: string): RecordEntry[] => readRecord(ws.recordPath).filter((e) => e.event === event);
