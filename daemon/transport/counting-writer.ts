@@ -11,6 +11,7 @@ import { Emitter, type Event, type Message, type MessageWriter } from 'vscode-js
 export class CountingWriter implements MessageWriter {
   private inFlight = 0;
   private inFlightBytes = 0;
+  private corked = false;
   private errors = 0;
   private idle: Array<() => void> = [];
   private readonly errorEmitter = new Emitter<[Error, Message | undefined, number | undefined]>();
@@ -58,6 +59,15 @@ export class CountingWriter implements MessageWriter {
         reject(error);
       };
       if (this.output.destroyed || this.output.writableEnded) return done(new Error('the connection is closed'));
+      // Frames written in one turn (a start's notification and its reply) leave in one syscall.
+      if (!this.corked) {
+        this.corked = true;
+        this.output.cork();
+        process.nextTick(() => {
+          this.corked = false;
+          this.output.uncork();
+        });
+      }
       this.output.write(frame, done);
     });
   }
