@@ -308,7 +308,6 @@ export const clientInboundSchemas = {
   ),
 } as const satisfies Record<string, Schema>;
 
-export const sessionEventSchema = sessionEventDefinition;
 
 const ajv = new Ajv({ allErrors: false, strict: false, allowUnionTypes: true });
 // Shared pieces are compiled once and referenced, which keeps start-up fast.

@@ -7,7 +7,7 @@
  */
 import type { Readable } from 'node:stream';
 import { AbstractMessageReader, type DataCallback, type Disposable, type Message } from 'vscode-jsonrpc/node';
-import { JSONRPC_ERRORS } from '../../protocol/index.js';
+import { DEFAULT_MAX_FRAME_BYTES, JSONRPC_ERRORS } from '../../protocol/index.js';
 
 export interface FrameLimits {
   /** Largest body accepted, in bytes. */
@@ -18,7 +18,7 @@ export interface FrameLimits {
   readonly maxDepth: number;
 }
 
-export const DEFAULT_FRAME_LIMITS: FrameLimits = { maxFrameBytes: 4 * 1024 * 1024, maxHeaderBytes: 8 * 1024, maxDepth: 64 };
+export const DEFAULT_FRAME_LIMITS: FrameLimits = { maxFrameBytes: DEFAULT_MAX_FRAME_BYTES, maxHeaderBytes: 8 * 1024, maxDepth: 64 };
 
 export type Violation =
   | {
