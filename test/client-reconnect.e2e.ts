@@ -12,9 +12,9 @@ import {
   type ServiceEventName,
   type SubagentEndEvent,
 } from '../client/index.js';
-import { startDaemon } from './support/daemon-process.js';
+import { restartDaemon, startDaemon, type DaemonProcess } from './support/daemon-process.js';
 import { captureLogger } from './support/fake-daemon-peer.js';
-import { SocketProxy, killHard, restartDaemon, within, type Restarted } from './support/reconnect-harness.js';
+import { SocketProxy, killHard, within } from './support/reconnect-harness.js';
 
 let cleanup: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -95,7 +95,7 @@ describe('reconnect against a real daemon', { timeout: 10_000 }, () => {
 
   it('a daemon killed with SIGKILL and restarted: the run resolves as interrupted, reconnected says restarted', async () => {
     const daemon = await startDaemon();
-    let restarted: Restarted | undefined;
+    let restarted: DaemonProcess | undefined;
     // The restarted daemon first (the temp dir is the original's), after the service closed.
     cleanup.push(async () => {
       await restarted?.stop();

@@ -1,14 +1,13 @@
 /**
  * Helpers for the reconnect tests: a unix-socket proxy in front of a real daemon that the test
- * can sever (the daemon stays up and merely loses the connection), and a restart of a killed
- * daemon on the same socket, state dir and config (what `subagentd start` does after a crash).
+ * can sever (the daemon stays up and merely loses the connection), a hard kill, and a deadline.
+ * Restarts use `restartDaemon` from daemon-process.ts.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { copyFileSync, rmSync } from 'node:fs';
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
-import { socketAnswers } from '../../client/auto-start.js';
-import { CLI, makeTempDir, type DaemonProcess } from './daemon-process.js';
+import { makeTempDir } from './daemon-process.js';
 
 export class SocketProxy {
   /** Connections accepted so far (each one is piped to the daemon). */
@@ -70,47 +69,6 @@ export class SocketProxy {
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
     rmSync(this.dir, { recursive: true, force: true });
   }
-}
-
-export interface Restarted {
-  readonly proc: ChildProcess;
-  stderr(): string;
-  /** SIGTERM (SIGKILL after 5 s) and wait for the exit; the temp dir belongs to the original. */
-  stop(): Promise<void>;
-}
-
-/** Start a daemon again on `old`'s socket, state dir and config; resolves once it accepts connections. */
-export async function restartDaemon(old: DaemonProcess): Promise<Restarted> {
-  const proc = spawn(process.execPath, [CLI, 'daemon', '--socket', old.socket, '--state-dir', old.stateDir, '--config', old.configPath], {
-    stdio: ['ignore', 'ignore', 'pipe'],
-    env: { ...process.env, SUBAGENTD_SOCKET: '', SUBAGENTD_HOME: '', SUBAGENTD_CONFIG: '' },
-  });
-  let err = '';
-  proc.stderr?.on('data', (d: Buffer) => (err += d.toString()));
-  const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
-  const handle: Restarted = {
-    proc,
-    stderr: () => err,
-    async stop() {
-      if (proc.exitCode === null && proc.signalCode === null) {
-        proc.kill('SIGTERM');
-        const killer = setTimeout(() => proc.kill('SIGKILL'), 5000);
-        await exited;
-        clearTimeout(killer);
-      }
-    },
-  };
-  let answering = false;
-  const deadline = Date.now() + 8000;
-  while (!answering && proc.exitCode === null && Date.now() < deadline) {
-    answering = await socketAnswers(old.socket, 200);
-    if (!answering) await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-  if (!answering) {
-    await handle.stop();
-    throw new Error(`the restarted daemon did not listen: ${err}`);
-  }
-  return handle;
 }
 
 /** SIGKILL, and wait until the process is gone. */
