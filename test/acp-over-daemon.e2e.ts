@@ -8,7 +8,6 @@
 import { existsSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
-  SubagentError,
   type ClientStartRequest,
   type ContentBlock,
   type PermissionParams,
@@ -30,6 +29,7 @@ import {
 } from './fixtures/acp-harness.js';
 import type { DaemonProcess } from './support/daemon-process.js';
 import { childPids, ClientPool, RunPool, since, startE2eDaemon } from './support/e2e-daemon.js';
+import { rejection } from './support/assertions.js';
 
 const DETACH_GRACE_MS = 200;
 /** Put in the daemon's env: an ACP agent must never see it. */
@@ -103,15 +103,6 @@ async function agentPid(): Promise<number> {
 }
 
 const alive = (pid: number): boolean => !processGone(pid);
-
-async function rejection(promise: Promise<unknown>): Promise<SubagentError> {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(SubagentError);
-  return error as SubagentError;
-}
 
 // ---------------------------------------------------------------------------------------------
 

@@ -5,7 +5,7 @@
  */
 import { realpathSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { SubagentError, type ObjectJsonSchema, type SubagentRun } from '../protocol/index.js';
+import { type ObjectJsonSchema, type SubagentRun } from '../protocol/index.js';
 import type { AcpRun } from '../daemon/providers/acp/index.js';
 import {
   RAW_AGENT,
@@ -23,6 +23,7 @@ import {
   type Workspace,
   cleanupWorkspace,
 } from './fixtures/acp-harness.js';
+import { rejection } from './support/assertions.js';
 
 let ws: Workspace;
 
@@ -35,15 +36,6 @@ afterEach(async () => {
 });
 
 const recorded = (event: string): RecordEntry[] => readRecord(ws.recordPath).filter((e) => e.event === event);
-
-async function rejection(promise: Promise<unknown>): Promise<SubagentError> {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(SubagentError);
-  return error as SubagentError;
-}
 
 describe('descriptor', () => {
   it('advertises exactly what it implements', async () => {

@@ -11,7 +11,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
-  SubagentError,
   type ClientStartRequest,
   type ClientTool,
   type ContentBlock,
@@ -26,6 +25,7 @@ import { chunk, errorResponse, textResponse, usageOnlyChunk, type ScriptedRespon
 import { waitFor, type DaemonProcess } from './support/daemon-process.js';
 import { ClientPool, RunPool, since, startE2eDaemon } from './support/e2e-daemon.js';
 import { contentText, ModelServer, type WireMessage } from './support/e2e-model-server.js';
+import { rejection } from './support/assertions.js';
 
 const API_KEY = 'sk-e2e-child-agents';
 const IDLE_TIMEOUT_MS = 1000;
@@ -103,15 +103,6 @@ async function start(
 }
 
 /** The rejection of `promise`, which must be a SubagentError. */
-async function rejection(promise: Promise<unknown>): Promise<SubagentError> {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(SubagentError);
-  return error as SubagentError;
-}
-
 const role = (): StreamStep => ({ data: chunk({ role: 'assistant', content: '' }) });
 const say = (content: string): StreamStep => ({ data: chunk({ content }) });
 const finish = (reason: string): StreamStep => ({ data: chunk({}, { finish_reason: reason }) });

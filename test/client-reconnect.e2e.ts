@@ -7,14 +7,11 @@ import { afterEach, describe, expect, it } from 'vitest';
 import {
   connect,
   type ClientStartRequest,
-  type RemoteSubagentService,
-  type ServiceEventMap,
-  type ServiceEventName,
   type SubagentEndEvent,
 } from '../client/index.js';
 import { restartDaemon, startDaemon, type DaemonProcess } from './support/daemon-process.js';
 import { captureLogger } from './support/fake-daemon-peer.js';
-import { SocketProxy, killHard, within } from './support/reconnect-harness.js';
+import { SocketProxy, killHard, next, track, within } from './support/reconnect-harness.js';
 
 let cleanup: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -26,25 +23,6 @@ function request(text: string): ClientStartRequest {
   return { prompt: [{ type: 'text', text }], signal: new AbortController().signal, parent: { sessionId: 'parent-1', cwd: '/tmp' } };
 }
 
-/** The next `event` the service emits. */
-function next<K extends ServiceEventName>(service: RemoteSubagentService, event: K): Promise<ServiceEventMap[K]> {
-  return new Promise((resolve) => {
-    const off = service.on(event, (payload) => {
-      off();
-      resolve(payload);
-    });
-  });
-}
-
-/** Whether `promise` has settled yet, readable synchronously. */
-function track(promise: Promise<unknown>): { settled: boolean } {
-  const state = { settled: false };
-  promise.then(
-    () => (state.settled = true),
-    () => (state.settled = true),
-  );
-  return state;
-}
 
 describe('reconnect against a real daemon', { timeout: 10_000 }, () => {
   it('a connection cut under a live daemon: the steer run is re-attached, sendMessage reaches it, result completes', async () => {

@@ -13,8 +13,6 @@ import {
   type ReconnectOptions,
   type RemoteSubagentRun,
   type RemoteSubagentService,
-  type ServiceEventMap,
-  type ServiceEventName,
   type SubagentEndEvent,
 } from '../client/index.js';
 import { backoffDelay, reconnectPolicy } from '../client/reconnect.js';
@@ -29,6 +27,7 @@ import {
   until,
   type PeerHandler,
 } from './support/fake-daemon-peer.js';
+import { next, track } from './support/reconnect-harness.js';
 
 let cleanup: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -42,23 +41,6 @@ function request(signal = new AbortController().signal): ClientStartRequest {
   return { prompt: [{ type: 'text', text: 'task' }], signal, parent: { sessionId: 'p', cwd: '/work' } };
 }
 
-function next<K extends ServiceEventName>(service: RemoteSubagentService, event: K): Promise<ServiceEventMap[K]> {
-  return new Promise((resolve) => {
-    const off = service.on(event, (payload) => {
-      off();
-      resolve(payload);
-    });
-  });
-}
-
-function track(promise: Promise<unknown>): { settled: boolean } {
-  const state = { settled: false };
-  promise.then(
-    () => (state.settled = true),
-    () => (state.settled = true),
-  );
-  return state;
-}
 
 function runInfo(runId: string, state = 'running'): Record<string, unknown> {
   return { runId, id: `child-${runId}`, provider: 'spawn', state, startedAt: '2026-12-02T00:00:00.000Z', mine: true };

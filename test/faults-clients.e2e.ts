@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, SubagentError, type RemoteSubagentService } from '../client/index.js';
 import { REPO } from './support/daemon-process.js';
-import { cpuTimeMs, frame, isAlive, pollUntil, rssMiB, sleep, startLoadDaemon, writeScript, type LoadDaemon } from './support/load-daemon.js';
+import { cpuTimeMs, frame, isAlive, pollUntil, rssMiB, sleep, startLoadDaemon, writeScript, type LoadDaemon, runCleanups } from './support/load-daemon.js';
 import { RawPeer } from './support/raw-peer.js';
 
 const CHILD_CLIENT = join(REPO, 'dist', 'test', 'support', 'load-child-client.js');
@@ -37,13 +37,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  for (const cleanup of cleanups.reverse()) {
-    try {
-      await cleanup();
-    } catch (error) {
-      console.error('cleanup failed', error);
-    }
-  }
+  await runCleanups(cleanups);
   if (figures.length > 0) console.log(`[faults-clients]\n  ${figures.join('\n  ')}`);
 });
 

@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type RemoteSubagentService } from '../client/index.js';
-import { cpuTimeMs, frame, isAlive, rssMiB, sleep, startLoadDaemon, waitCpuQuiet, type LoadDaemon } from './support/load-daemon.js';
+import { cpuTimeMs, frame, isAlive, rssMiB, sleep, startLoadDaemon, waitCpuQuiet, type LoadDaemon, runCleanups } from './support/load-daemon.js';
 import { RawPeer } from './support/raw-peer.js';
 
 const parent = { sessionId: 'pipelining', cwd: '/tmp' };
@@ -26,13 +26,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  for (const cleanup of cleanups.reverse()) {
-    try {
-      await cleanup();
-    } catch (error) {
-      console.error('cleanup failed', error);
-    }
-  }
+  await runCleanups(cleanups);
   if (figures.length > 0) console.log(`[faults-pipelining]\n  ${figures.join('\n  ')}`);
 });
 

@@ -123,3 +123,14 @@ export async function waitCpuQuiet(pid: number, maxMs: number, quietMs = 10): Pr
   }
   return false;
 }
+
+/** Runs clean-ups last first; one that fails is reported and does not stop the rest. */
+export async function runCleanups(cleanups: Array<() => unknown>): Promise<void> {
+  for (const cleanup of cleanups.reverse()) {
+    try {
+      await cleanup();
+    } catch (error) {
+      console.error('cleanup failed', error);
+    }
+  }
+}

@@ -7,6 +7,7 @@ import type { ChildProcess } from 'node:child_process';
 import { copyFileSync, rmSync } from 'node:fs';
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
+import type { RemoteSubagentService, ServiceEventMap, ServiceEventName } from '../../client/index.js';
 import { makeTempDir } from './daemon-process.js';
 
 export class SocketProxy {
@@ -86,4 +87,24 @@ export function within<T>(promise: Promise<T>, ms: number, what: string): Promis
     timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms);
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** The next `event` the service emits. */
+export function next<K extends ServiceEventName>(service: RemoteSubagentService, event: K): Promise<ServiceEventMap[K]> {
+  return new Promise((resolve) => {
+    const off = service.on(event, (payload) => {
+      off();
+      resolve(payload);
+    });
+  });
+}
+
+/** Whether `promise` has settled yet, readable synchronously. */
+export function track(promise: Promise<unknown>): { settled: boolean } {
+  const state = { settled: false };
+  promise.then(
+    () => (state.settled = true),
+    () => (state.settled = true),
+  );
+  return state;
 }
