@@ -480,7 +480,7 @@ export class SubagentService {
       abort: new AbortController(),
       host: undefined,
       startedAt: stored.startedAt,
-      state: stored.state === 'disposed' ? 'disposed' : 'settled',
+      state: storedState(stored),
       settledAt: stored.settledAt ?? stored.startedAt,
       result,
       settled: Promise.resolve(result),
@@ -496,8 +496,8 @@ export class SubagentService {
     for (const record of this.runs.values()) if (matches(record.state, record.provider)) out.push(info(record, asker));
     for (const stored of this.index?.all() ?? []) {
       if (this.runs.has(stored.runId)) continue;
-      const state: RunState = stored.state === 'disposed' ? 'disposed' : 'settled';
-      if (matches(state, stored.provider)) out.push(storedInfo(stored, state));
+      const state = storedState(stored);
+      if (matches(state, stored.provider)) out.push(runInfo(stored, state, false));
     }
     return out;
   }
@@ -508,7 +508,7 @@ export class SubagentService {
     if (!record) {
       const stored = this.index?.get(runId);
       if (!stored) throw new SubagentError('UNKNOWN_RUN', `no run with id ${runId}`, { field: '/runId' });
-      return { run: storedInfo(stored, stored.state === 'disposed' ? 'disposed' : 'settled') };
+      return { run: runInfo(stored, storedState(stored), false) };
     }
     const entitled = record.owner === asker || (runToken !== undefined && tokenMatches(runToken, record.tokenHash));
     const session = entitled ? sessionOf(record.run?.localAgent) : undefined;
@@ -651,33 +651,29 @@ function toProviderRequest(params: StartParams, depth: number, signal: AbortSign
   };
 }
 
-function info(record: RunRecord, asker: RunOwner): RunInfo {
+/** The public record of a run, live or known only from the index. */
+function runInfo(
+  run: { runId: string; id: string; provider: string; startedAt: string; settledAt?: string | undefined; result?: SubagentResult | undefined },
+  state: RunState,
+  mine: boolean,
+): RunInfo {
   return {
-    runId: record.runId,
-    id: record.id,
-    provider: record.provider,
-    state: record.state,
-    startedAt: record.startedAt,
-    mine: record.owner === asker,
-    ...(record.result && { stopReason: record.result.stopReason }),
-    ...(record.settledAt !== undefined && { settledAt: record.settledAt }),
-    ...(record.result?.usage && { usage: record.result.usage }),
+    runId: run.runId,
+    id: run.id,
+    provider: run.provider,
+    state,
+    startedAt: run.startedAt,
+    mine,
+    ...(run.result && { stopReason: run.result.stopReason }),
+    ...(run.settledAt !== undefined && { settledAt: run.settledAt }),
+    ...(run.result?.usage && { usage: run.result.usage }),
   };
 }
 
-function storedInfo(stored: IndexedRun, state: RunState): RunInfo {
-  return {
-    runId: stored.runId,
-    id: stored.id,
-    provider: stored.provider,
-    state,
-    startedAt: stored.startedAt,
-    mine: false,
-    ...(stored.result && { stopReason: stored.result.stopReason }),
-    ...(stored.settledAt !== undefined && { settledAt: stored.settledAt }),
-    ...(stored.result?.usage && { usage: stored.result.usage }),
-  };
-}
+const info = (record: RunRecord, asker: RunOwner): RunInfo => runInfo(record, record.state, record.owner === asker);
+
+/** A previous daemon's run: whatever it was doing is over (the index's interrupted runs read as settled). */
+const storedState = (stored: IndexedRun): RunState => (stored.state === 'disposed' ? 'disposed' : 'settled');
 
 /** In-process children expose their session; anything else has nothing to inspect. */
 function sessionOf(agent: unknown): { header: SessionHeader; events: readonly SessionEvent[] } | undefined {
