@@ -160,3 +160,55 @@ export const KNOWN_STOP_REASONS: readonly KnownStopReason[] = ['completed', 'abo
 export function isKnownStopReason(reason: string): reason is KnownStopReason {
   return (KNOWN_STOP_REASONS as readonly string[]).includes(reason);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Continuable children (beyond one-shot runs). A service offers them by having a `children`
+// member (capability by presence); the model-facing tool's `backgroundMode: 'continuable'`, its
+// `send_message` / `interrupt_agent` / `list_agents` tools and the faces are written against this.
+// `Parent` is the side's identity of the calling agent (the client's parent input, or the daemon's
+// parent run); authority rules: only the child's direct parent sends messages, the parent or an
+// ancestor may interrupt, anyone else gets NOT_OWNER.
+
+export type ChildStatus = 'running' | 'idle';
+
+export interface ChildEntry {
+  /** The durable child id (what `send_message` / `interrupt_agent` take). */
+  readonly id: string;
+  readonly status: ChildStatus;
+  readonly label?: string;
+  readonly hasChildren: boolean;
+  /** Present for the `descendants` scope. */
+  readonly parentId?: string;
+  readonly depth?: number;
+}
+
+export interface ChildListing {
+  readonly entries: ChildEntry[];
+  /** Entries that could not be read, reported rather than dropped. */
+  readonly diagnostics: string[];
+}
+
+/** `after-step` finishes the current step then stops the turn; `now` stops at once. */
+export type InterruptLevel = 'after-step' | 'now';
+
+/** The one message a parent gets when a background child settles. */
+export interface ChildSettledNotice {
+  readonly childId: string;
+  readonly label?: string;
+  readonly stopReason: SubagentStopReason;
+  /** "<label> finished|was stopped|ran out of room|declined|failed…", then its closing message or
+   *  "It left no closing message." */
+  readonly text: string;
+}
+
+export interface ContinuableChildren<Request extends SubagentStartRequestBase = SubagentStartRequestBase, Parent = unknown> {
+  /** Resolves when the first message is accepted into the child's inbox; earlier failures roll back. */
+  start(provider: string, request: Request): Promise<{ readonly childId: string; readonly messageId: string }>;
+  /** Running child: queued FIFO as its next turn; idle: woken; not in memory: resumed from its record. */
+  sendMessage(childId: string, message: ContentBlock[], from: Parent): Promise<{ readonly messageId: string }>;
+  /** Settled or absent targets are no-ops; self, sibling, unrelated are refused (NOT_OWNER). */
+  interrupt(childId: string, by: Parent, level?: InterruptLevel): Promise<void>;
+  list(of: Parent, scope?: 'children' | 'descendants'): Promise<ChildListing>;
+  /** Settlement notices for children of `parent`; a disconnected owner gets them on re-attach. */
+  onSettled(listener: (notice: ChildSettledNotice) => void): { dispose(): void };
+}
