@@ -650,6 +650,7 @@ function startParams(
     prompt: request.prompt,
     parent: toParentRef(request.parent, { includeEvents: descriptor.inheritsParentContext }),
   };
+  if (request.label !== undefined) params.label = request.label;
   if (request.agentOptions !== undefined) params.agentOptions = request.agentOptions;
   if (request.outputSchema !== undefined) params.outputSchema = request.outputSchema;
   if (request.maxDepth !== undefined) params.maxDepth = request.maxDepth;

@@ -93,6 +93,8 @@ export const ProvidersListRequest = new RequestType<ProvidersListParams, Provide
 
 export interface StartParams {
   readonly provider: string;
+  /** A short display label (the tool's `description`). */
+  readonly label?: string;
   readonly prompt: ContentBlock[];
   readonly parent: ParentRef;
   readonly agentOptions?: AgentOptions;

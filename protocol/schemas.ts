@@ -188,6 +188,7 @@ export const requestSchemas = {
   'subagent/start': obj(
     {
       provider: nonEmpty(128),
+      label: str(256),
       prompt: content,
       parent: parentRef,
       agentOptions,

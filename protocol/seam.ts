@@ -119,6 +119,8 @@ export interface SubagentRun<Agent = unknown> {
 
 /** The fields of a start request that mean the same on every side of the wire. */
 export interface SubagentStartRequestBase {
+  /** Optional short display label (the model-facing tool's `description`), kept with the run. */
+  readonly label?: string;
   readonly prompt: ContentBlock[];
   /** The one cancellation channel, before readiness (start rejects) and after (the child stops). */
   readonly signal: AbortSignal;
