@@ -7,6 +7,7 @@ RUN npm ci --no-audit --no-fund
 COPY tsconfig.json ./
 COPY examples ./examples
 COPY protocol ./protocol
+COPY common ./common
 COPY daemon ./daemon
 COPY client ./client
 COPY cli ./cli

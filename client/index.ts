@@ -61,3 +61,4 @@ export type {
 export { DaemonOps } from './daemon-ops.js';
 export type { ReconnectOptions } from './reconnect.js';
 export { ensureDaemon, type AutoStartOptions } from './auto-start.js';
+export { defaultSocketPath } from '../common/socket-path.js';
