@@ -8,6 +8,7 @@ COPY tsconfig.json ./
 COPY examples ./examples
 COPY protocol ./protocol
 COPY common ./common
+COPY harness ./harness
 COPY daemon ./daemon
 COPY client ./client
 COPY cli ./cli

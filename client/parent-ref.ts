@@ -4,6 +4,7 @@
  * INVALID_REQUEST, whereas coercing to 0 would silently disable a depth cap.
  */
 import { SubagentError, type ParentRef, type SessionEvent } from '../protocol/index.js';
+import { harnessLogToSeed, isHarnessLog } from './harness-log.js';
 import type { HarnessAgentLike, ParentInput } from './types.js';
 
 export interface NormaliseOptions {
@@ -42,7 +43,7 @@ function fromHarnessAgent(agent: HarnessAgentLike, options: NormaliseOptions): P
   }
   if (options.includeEvents) {
     const log = session.events ?? session.log;
-    if (log !== undefined) ref.events = completedTurnPrefix(log);
+    if (log !== undefined) ref.events = seedFromAgentLog(Array.from(log));
   }
   return ref;
 }
@@ -53,6 +54,14 @@ function fromPlainRef(parent: ParentRef, options: NormaliseOptions): ParentRef {
   copyPresent(ref, 'subagentDepth', parent, 'subagentDepth');
   if (options.includeEvents && parent.events !== undefined) ref.events = completedTurnPrefix(parent.events);
   return ref;
+}
+
+/**
+ * A harness agent's log is translated (see harness-log.ts); a log already in the seam's shape is
+ * cut as it is, and the daemon validates it.
+ */
+function seedFromAgentLog(log: unknown[]): SessionEvent[] {
+  return isHarnessLog(log) ? harnessLogToSeed(log) : completedTurnPrefix(log as SessionEvent[]);
 }
 
 /**

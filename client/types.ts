@@ -9,7 +9,6 @@ import type {
   PermissionResult,
   ProviderDescriptor,
   RunEvent,
-  SessionEvent,
   SubagentEndEvent,
   SubagentError,
   SubagentProvider,
@@ -39,8 +38,9 @@ export interface HarnessAgentLike {
   readonly session: {
     readonly id: string;
     readonly header: { readonly cwd: string; readonly delegationDepth?: unknown };
-    readonly events?: Iterable<SessionEvent>;
-    readonly log?: Iterable<SessionEvent>;
+    /** Seam-shaped events, or a real harness log (`{type, seq, data}`), translated on fork. */
+    readonly events?: Iterable<unknown>;
+    readonly log?: Iterable<unknown>;
   };
   readonly options?: { readonly subagentDepth?: unknown };
 }
