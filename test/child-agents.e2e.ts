@@ -21,7 +21,7 @@ import {
   type SessionEvent,
   type SubagentEndEvent,
 } from '../client/index.js';
-import { chunk, errorResponse, textResponse, usageOnlyChunk, type ScriptedResponse, type StreamStep } from './support/chat-completions-server.js';
+import { chunk, errorResponse, textResponse, toolCallResponse, usageOnlyChunk, type StreamStep } from './support/chat-completions-server.js';
 import { waitFor, type DaemonProcess } from './support/daemon-process.js';
 import { ClientPool, RunPool, since, startE2eDaemon } from './support/e2e-daemon.js';
 import { contentText, ModelServer, type WireMessage } from './support/e2e-model-server.js';
@@ -106,21 +106,6 @@ async function start(
 const role = (): StreamStep => ({ data: chunk({ role: 'assistant', content: '' }) });
 const say = (content: string): StreamStep => ({ data: chunk({ content }) });
 const finish = (reason: string): StreamStep => ({ data: chunk({}, { finish_reason: reason }) });
-
-/** A streamed step that calls tools (one chunk per call, arguments whole). */
-function toolCallResponse(calls: Array<{ id: string; name: string; arguments: string }>): ScriptedResponse {
-  return {
-    type: 'stream',
-    steps: [
-      role(),
-      ...calls.map((call, index) => ({
-        data: chunk({ tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.name, arguments: call.arguments } }] }),
-      })),
-      finish('tool_calls'),
-      { done: true },
-    ],
-  };
-}
 
 const toolMessage = (messages: WireMessage[], callId: string): WireMessage | undefined =>
   messages.find((m) => m.role === 'tool' && m.tool_call_id === callId);

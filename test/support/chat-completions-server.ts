@@ -39,6 +39,9 @@ export type ScriptedResponse =
       readonly headers?: Readonly<Record<string, string>>;
     };
 
+/** A response computed from the request body, as a model would answer from what it was sent. */
+export type Responder = (body: any) => ScriptedResponse;
+
 export interface RecordedRequest {
   readonly method: string;
   readonly path: string;
@@ -57,7 +60,7 @@ export interface ChatCompletionsServer {
   /** Base URL to give the SDK, e.g. `http://127.0.0.1:1234/v1`. */
   readonly baseUrl: string;
   readonly requests: RecordedRequest[];
-  enqueue(...responses: ScriptedResponse[]): void;
+  enqueue(...responses: Array<ScriptedResponse | Responder>): void;
   close(): Promise<void>;
 }
 
@@ -115,10 +118,25 @@ export function errorResponse(
   return headers === undefined ? { type: 'error', status, message } : { type: 'error', status, message, headers };
 }
 
+/** A streamed step that calls tools (one chunk per call, arguments whole). */
+export function toolCallResponse(calls: ReadonlyArray<{ id: string; name: string; arguments: string }>): ScriptedResponse {
+  return {
+    type: 'stream',
+    steps: [
+      { data: chunk({ role: 'assistant', content: '' }) },
+      ...calls.map((call, index) => ({
+        data: chunk({ tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.name, arguments: call.arguments } }] }),
+      })),
+      { data: chunk({}, { finish_reason: 'tool_calls' }) },
+      { done: true },
+    ],
+  };
+}
+
 const delay = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 export async function startChatCompletionsServer(): Promise<ChatCompletionsServer> {
-  const queue: ScriptedResponse[] = [];
+  const queue: Array<ScriptedResponse | Responder> = [];
   const requests: RecordedRequest[] = [];
 
   const server = createServer((req, res) => {
@@ -155,7 +173,8 @@ export async function startChatCompletionsServer(): Promise<ChatCompletionsServe
         sendError(res, 404, `no route for ${req.method} ${req.url}`);
         return;
       }
-      const next = queue.shift();
+      const queued = queue.shift();
+      const next = typeof queued === 'function' ? queued(body) : queued;
       if (next === undefined) {
         sendError(res, 500, 'test server: no scripted response left');
         return;

@@ -7,6 +7,7 @@ import {
   startChatCompletionsServer,
   type ChatCompletionsServer,
   type RecordedRequest,
+  type Responder,
   type ScriptedResponse,
 } from './chat-completions-server.js';
 import { waitFor } from './daemon-process.js';
@@ -37,7 +38,7 @@ export class ModelServer {
     return this.server.requests.slice(this.firstOfTest);
   }
 
-  enqueue(...responses: ScriptedResponse[]): void {
+  enqueue(...responses: Array<ScriptedResponse | Responder>): void {
     this.enqueued += responses.length;
     this.server.enqueue(...responses);
   }

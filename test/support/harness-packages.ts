@@ -84,3 +84,45 @@ export function runHarnessApp(appDir: string, scenario: object, timeoutMs = 60_0
     });
   });
 }
+
+export const DSH_VERSION = '0.1.0-rc.8';
+const PNPM_VERSION = '11.7.0';
+
+/**
+ * The published `dsh` product CLI, installed with pnpm into a cache keyed by version. rc.8 needs
+ * `@deepseek-ai/cordis-plugin-hmr` pinned to 1.0.16 (pnpm `overrides`); plain npm does not finish
+ * resolving it. Returns the `dsh` launcher script.
+ */
+export function ensureDshProduct(): string {
+  const major = Number(process.versions.node.split('.')[0]);
+  if (major < 22) throw new Error(`the dsh product test needs Node 22+ (running ${process.version}); run \`source .ci/node22.sh\` first`);
+  const cache = join(process.env['TMPDIR'] || tmpdir(), 'subagentd-cache', `dsh-${DSH_VERSION}-pnpm-${PNPM_VERSION}`);
+  const app = join(cache, 'app');
+  const launcher = join(app, 'node_modules', '@deepseek-ai', 'dsh', 'lib', 'bin.js');
+  if (!existsSync(launcher)) {
+    mkdirSync(join(cache, 'pnpm'), { recursive: true });
+    writeFileSync(join(cache, 'pnpm', 'package.json'), JSON.stringify({ private: true }));
+    execFileSync('npm', ['install', '--no-audit', '--no-fund', '--save-exact', `pnpm@${PNPM_VERSION}`], { cwd: join(cache, 'pnpm'), stdio: 'pipe', timeout: 120_000 });
+    mkdirSync(app, { recursive: true });
+    writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'dsh-app', private: true, dependencies: { '@deepseek-ai/dsh': DSH_VERSION } }));
+    writeFileSync(join(app, 'pnpm-workspace.yaml'), 'overrides:\n  "@deepseek-ai/cordis-plugin-hmr": "1.0.16"\n');
+    execFileSync(join(cache, 'pnpm', 'node_modules', '.bin', 'pnpm'), ['install', '--config.strict-dep-builds=false'], {
+      cwd: app,
+      stdio: 'pipe',
+      timeout: 300_000,
+    });
+  }
+  return launcher;
+}
+
+/**
+ * A fresh `DSH_HOME` whose headless profile has this checkout installed as `subagentd` (dsh
+ * resolves out-of-tree plugins from the profile's own node_modules, where `pnpm add` puts them).
+ */
+export function makeDshHome(parent: string): string {
+  const dshHome = join(parent, 'dsh');
+  const modules = join(dshHome, 'profiles', 'headless', 'node_modules');
+  mkdirSync(modules, { recursive: true });
+  symlinkSync(REPO, join(modules, 'subagentd'));
+  return dshHome;
+}
