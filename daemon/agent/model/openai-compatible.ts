@@ -13,7 +13,7 @@
  * - conversion of the session log to chat messages, with DeepSeek's `reasoning_content` rule
  *   delegated to `deepseek.ts`.
  */
-import OpenAI from 'openai';
+import type OpenAI from 'openai';
 import type {
   ChatCompletionChunk,
   ChatCompletionCreateParamsStreaming,
@@ -386,7 +386,12 @@ interface Classified {
   readonly retryAfterMs?: number | undefined;
 }
 
-function classify(err: unknown, state: AttemptState, baseUrl: string): Classified {
+type OpenAISdk = typeof import('openai').default;
+let sdkLoading: Promise<OpenAISdk> | undefined;
+/** The SDK is loaded by the first step that needs it, not at daemon start (it costs ~0.5 s). */
+const loadSdk = (): Promise<OpenAISdk> => (sdkLoading ??= import('openai').then((module) => module.default));
+
+function classify(err: unknown, state: AttemptState, baseUrl: string, OpenAI: OpenAISdk): Classified {
   if (err instanceof ModelError) return { error: err, retryable: false };
   if (err instanceof SyntaxError) {
     return { error: new ModelError('protocol', `malformed stream chunk: ${err.message}`), retryable: false };
@@ -432,7 +437,7 @@ export function createOpenAICompatibleAdapter(options: OpenAICompatibleOptions):
   if (options.baseUrl.trim() === '') throw new ModelError('config', 'baseUrl is empty');
   if (options.apiKey === '') throw new ModelError('config', 'apiKey is empty (use any value for servers without auth)');
 
-  const client = new OpenAI({
+  const newClient = (OpenAI: OpenAISdk): OpenAI => new OpenAI({
     apiKey: options.apiKey,
     baseURL: options.baseUrl,
     // Never pick up OpenAI account settings from the environment for a third-party server.
@@ -446,6 +451,7 @@ export function createOpenAICompatibleAdapter(options: OpenAICompatibleOptions):
     logLevel: 'off',
     ...(options.headers !== undefined ? { defaultHeaders: { ...options.headers } } : {}),
   });
+  let client: OpenAI | undefined;
 
   async function step(request: ModelStepRequest): Promise<ModelStep> {
     if (request.signal.aborted) throw new ModelError('aborted', 'the step was aborted before it started');
@@ -491,6 +497,8 @@ export function createOpenAICompatibleAdapter(options: OpenAICompatibleOptions):
     };
 
     try {
+      const sdk = await loadSdk();
+      client ??= newClient(sdk);
       for (let retry = 0; ; retry++) {
         const state: AttemptState = { gotData: false };
         try {
@@ -499,7 +507,7 @@ export function createOpenAICompatibleAdapter(options: OpenAICompatibleOptions):
         } catch (err) {
           disarmIdle();
           if (controller.signal.aborted) throw controller.signal.reason;
-          const classified = classify(err, state, options.baseUrl);
+          const classified = classify(err, state, options.baseUrl, sdk);
           if (!classified.retryable || retry >= maxRetries) throw classified.error;
           await sleep(retryDelayMs(retry, classified.retryAfterMs, retryBaseDelayMs, retryMaxDelayMs), controller.signal);
         }

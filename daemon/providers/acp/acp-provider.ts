@@ -5,10 +5,20 @@
 import type { Logger } from 'pino';
 import { SubagentError } from '../../../protocol/index.js';
 import type { DaemonProvider, ProviderStartRequest } from '../../provider.js';
-import { AcpRun } from './acp-run.js';
-import { AcpSession } from './acp-session.js';
+import type { AcpRun } from './acp-run.js';
 import { resolveAcpConfig, type AcpProviderConfig } from './config.js';
 import { compileStructuredOutput } from './structured-output.js';
+
+/**
+ * The ACP SDK (and the zod it brings) is loaded by the first start, not at daemon start: a daemon
+ * with ACP providers configured but unused pays nothing for them.
+ */
+let runtime: Promise<{ AcpSession: typeof import('./acp-session.js').AcpSession; AcpRun: typeof import('./acp-run.js').AcpRun }> | undefined;
+const loadAcpRuntime = () =>
+  (runtime ??= Promise.all([import('./acp-session.js'), import('./acp-run.js')]).then(([session, run]) => ({
+    AcpSession: session.AcpSession,
+    AcpRun: run.AcpRun,
+  })));
 
 export interface AcpProviderDeps {
   readonly log: Logger;
@@ -39,6 +49,7 @@ export function createAcpProvider(config: AcpProviderConfig, deps: AcpProviderDe
       // Compiled before spawning: a schema ajv rejects costs no process.
       const structured = request.outputSchema ? compileStructuredOutput(request.outputSchema) : undefined;
       const log = deps.log.child({ provider: resolved.name, runId: request.host.runId });
+      const { AcpSession, AcpRun } = await loadAcpRuntime();
       const session = await AcpSession.open(resolved, request, log);
       return AcpRun.begin(session, request.prompt, request.signal, structured, resolved.initializeTimeoutMs);
     },
