@@ -2,13 +2,12 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { SessionEvent } from '../protocol/index.js';
 import { ModelError, type ModelStep, type ModelStepRequest } from '../daemon/agent/model/model-adapter.js';
 import {
-  MISSING_TOOL_RESULT,
   createOpenAICompatibleAdapter,
   parseRetryAfter,
   retryDelayMs,
-  toChatMessages,
   type OpenAICompatibleOptions,
 } from '../daemon/agent/model/openai-compatible.js';
+import { MISSING_TOOL_RESULT, chatMessagesFor, toChatMessages } from '../daemon/agent/model/chat-messages.js';
 import { reasoningToSend } from '../daemon/agent/model/deepseek.js';
 import { endpointFromEnv } from '../daemon/agent/model/endpoint-config.js';
 import {
@@ -640,6 +639,38 @@ describe('toChatMessages', () => {
       { role: 'tool', tool_call_id: 'b', content: MISSING_TOOL_RESULT },
       { role: 'user', content: 'hurry' },
     ]);
+  });
+
+  it('extends a growing log incrementally, equal at every step to converting it from scratch', () => {
+    const log: SessionEvent[] = [];
+    const full: SessionEvent[] = [
+      userSays('go'),
+      { type: 'assistant/message', content: [], reasoning: 'think', toolCalls: [{ id: 'a', name: 't', arguments: '{}' }, { id: 'b', name: 't', arguments: '{}' }] },
+      { type: 'tool/result', callId: 'a', name: 't', content: [{ type: 'text', text: 'A' }], isError: false },
+      { type: 'steering/message', content: [{ type: 'text', text: 'hurry' }] },
+      { type: 'tool/result', callId: 'b', name: 't', content: [{ type: 'text', text: 'B' }], isError: true },
+      { type: 'assistant/message', content: [], toolCalls: [{ id: 'c', name: 't', arguments: '{}' }] },
+      { type: 'assistant/message', content: [{ type: 'text', text: 'gave up on c' }] },
+      { type: 'turn/end', reason: 'completed' },
+    ];
+    for (const event of full) {
+      log.push(event);
+      expect(chatMessagesFor('deepseek-reasoner', 'sys', log)).toEqual(toChatMessages('deepseek-reasoner', 'sys', log));
+    }
+    // The pending call "b" was answered later: the placeholder sent meanwhile is not kept.
+    expect(chatMessagesFor('deepseek-reasoner', 'sys', log).filter((m) => m.role === 'tool' && m.tool_call_id === 'b')).toEqual([
+      { role: 'tool', tool_call_id: 'b', content: 'B' },
+    ]);
+  });
+
+  it('rebuilds when the log was changed other than by appending, or the model changed', () => {
+    const log: SessionEvent[] = [userSays('one'), userSays('two')];
+    chatMessagesFor('m', '', log);
+    log[1] = userSays('replaced');
+    expect(chatMessagesFor('m', '', log)).toEqual([{ role: 'user', content: 'one' }, { role: 'user', content: 'replaced' }]);
+    log.splice(1, 1);
+    expect(chatMessagesFor('m', '', log)).toEqual([{ role: 'user', content: 'one' }]);
+    expect(chatMessagesFor('m', 'new system', log)[0]).toEqual({ role: 'system', content: 'new system' });
   });
 
   it('reasoningToSend follows the DeepSeek rule', () => {

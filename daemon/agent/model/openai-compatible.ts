@@ -19,7 +19,7 @@ import type {
   ChatCompletionCreateParamsStreaming,
   ChatCompletionMessageParam,
 } from 'openai/resources/chat/completions';
-import type { ContentBlock, SessionEvent, ToolCall, Usage } from '../../../protocol/index.js';
+import type { ToolCall, Usage } from '../../../protocol/index.js';
 import {
   ModelError,
   type ModelAdapter,
@@ -27,7 +27,7 @@ import {
   type ModelStep,
   type ModelStepRequest,
 } from './model-adapter.js';
-import { reasoningToSend } from './deepseek.js';
+import { chatMessagesFor } from './chat-messages.js';
 
 export interface OpenAICompatibleOptions {
   /** Base URL of the API, e.g. `https://api.deepseek.com` (the SDK appends `/chat/completions`). */
@@ -58,120 +58,6 @@ const DEFAULTS = {
   idleTimeoutMs: 60_000,
   stepTimeoutMs: 10 * 60_000,
 } as const;
-
-/** Sent in place of a tool result the log never recorded (e.g. a run interrupted mid-call). */
-export const MISSING_TOOL_RESULT = 'No result was recorded for this tool call (it was interrupted).';
-
-// ---------------------------------------------------------------------------------------------
-// Session events -> chat messages
-
-interface WireToolCall {
-  id: string;
-  type: 'function';
-  function: { name: string; arguments: string };
-}
-
-type WireUserPart = { type: 'text'; text: string } | { type: 'image_url'; image_url: { url: string } };
-
-/** The messages we send. `reasoning_content` is DeepSeek's extension, absent from the SDK types. */
-export type WireMessage =
-  | { role: 'system'; content: string }
-  | { role: 'user'; content: string | WireUserPart[] }
-  | { role: 'assistant'; content: string; tool_calls?: WireToolCall[]; reasoning_content?: string }
-  | { role: 'tool'; tool_call_id: string; content: string };
-
-function joinText(blocks: readonly ContentBlock[]): string {
-  return blocks
-    .filter((b): b is Extract<ContentBlock, { type: 'text' }> => b.type === 'text')
-    .map((b) => b.text)
-    .join('\n');
-}
-
-function userContent(blocks: readonly ContentBlock[]): string | WireUserPart[] {
-  if (!blocks.some((b) => b.type === 'image')) return joinText(blocks);
-  return blocks.map(
-    (b): WireUserPart =>
-      b.type === 'text'
-        ? { type: 'text', text: b.text }
-        : { type: 'image_url', image_url: { url: `data:${b.mimeType};base64,${b.data}` } },
-  );
-}
-
-/** Tool messages carry text only on the chat API: images become a short placeholder. */
-function toolContent(blocks: readonly ContentBlock[], isError: boolean): string {
-  const text = blocks
-    .map((b) => (b.type === 'text' ? b.text : `[image omitted: ${b.mimeType}]`))
-    .join('\n');
-  if (text !== '') return text;
-  return isError ? '(the tool failed without output)' : '(no output)';
-}
-
-/**
- * Converts the session log to chat messages for `model`.
- *
- * Besides the one-to-one mapping, it keeps the request valid for strict servers: every assistant
- * tool call is answered by a `tool` message before the next user or assistant message. A user or
- * steering message logged while calls were outstanding is sent after their results; a call whose
- * result was never logged gets `MISSING_TOOL_RESULT`; a result that answers no outstanding call
- * is dropped (the API rejects such a message).
- */
-export function toChatMessages(model: string, system: string, events: readonly SessionEvent[]): WireMessage[] {
-  const out: WireMessage[] = [];
-  if (system !== '') out.push({ role: 'system', content: system });
-
-  const pending = new Set<string>();
-  let deferred: WireMessage[] = [];
-  const flushDeferred = (): void => {
-    out.push(...deferred);
-    deferred = [];
-  };
-  const settle = (): void => {
-    for (const id of pending) out.push({ role: 'tool', tool_call_id: id, content: MISSING_TOOL_RESULT });
-    pending.clear();
-    flushDeferred();
-  };
-
-  for (const event of events) {
-    switch (event.type) {
-      case 'user/message':
-      case 'steering/message': {
-        const message: WireMessage = { role: 'user', content: userContent(event.content) };
-        if (pending.size > 0) deferred.push(message);
-        else out.push(message);
-        break;
-      }
-      case 'assistant/message': {
-        settle();
-        const calls = event.toolCalls ?? [];
-        const message: Extract<WireMessage, { role: 'assistant' }> = { role: 'assistant', content: joinText(event.content) };
-        if (calls.length > 0) {
-          message.tool_calls = calls.map((c) => ({
-            id: c.id,
-            type: 'function',
-            // An empty argument string is not JSON; servers that parse history reject it.
-            function: { name: c.name, arguments: c.arguments === '' ? '{}' : c.arguments },
-          }));
-          for (const c of calls) pending.add(c.id);
-        }
-        const reasoning = reasoningToSend(model, event);
-        if (reasoning !== undefined) message.reasoning_content = reasoning;
-        out.push(message);
-        break;
-      }
-      case 'tool/result': {
-        if (!pending.delete(event.callId)) break;
-        out.push({ role: 'tool', tool_call_id: event.callId, content: toolContent(event.content, event.isError) });
-        if (pending.size === 0) flushDeferred();
-        break;
-      }
-      case 'usage':
-      case 'turn/end':
-        break;
-    }
-  }
-  settle();
-  return out;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Retry timing
@@ -456,7 +342,7 @@ export function createOpenAICompatibleAdapter(options: OpenAICompatibleOptions):
   async function step(request: ModelStepRequest): Promise<ModelStep> {
     if (request.signal.aborted) throw new ModelError('aborted', 'the step was aborted before it started');
 
-    const messages: ChatCompletionMessageParam[] = toChatMessages(request.model, request.system, request.events);
+    const messages = chatMessagesFor(request.model, request.system, request.events) as ChatCompletionMessageParam[];
     const body: ChatCompletionCreateParamsStreaming = {
       model: request.model,
       messages,
