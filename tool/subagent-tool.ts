@@ -133,6 +133,9 @@ function mountRefusal(service: ToolService<unknown>, provider: ToolProvider, set
   return undefined;
 }
 
+/** The wire's bound on a run label. */
+const MAX_LABEL = 256;
+
 interface ToolInput {
   readonly description: string;
   readonly prompt: string;
@@ -143,6 +146,7 @@ function parseInput(toolName: string, input: unknown): ToolInput | ToolResult {
   if (typeof input !== 'object' || input === null || Array.isArray(input)) return textResult(`${toolName} needs an object input`, true);
   const { description, prompt, run_in_background: background } = input as Record<string, unknown>;
   if (typeof description !== 'string' || description.trim() === '') return textResult(`${toolName} needs description, a short non-empty string`, true);
+  if (description.length > MAX_LABEL) return textResult(`${toolName}: description is the run's label, 3-5 words (at most ${MAX_LABEL} characters)`, true);
   if (typeof prompt !== 'string' || prompt.trim() === '') return textResult(`${toolName} needs prompt, a non-empty string`, true);
   if (background !== undefined && typeof background !== 'boolean') return textResult(`${toolName}: run_in_background must be a boolean`, true);
   return { description, prompt, ...(background !== undefined && { runInBackground: background }) };
