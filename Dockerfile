@@ -9,6 +9,7 @@ COPY examples ./examples
 COPY protocol ./protocol
 COPY common ./common
 COPY harness ./harness
+COPY tool ./tool
 COPY daemon ./daemon
 COPY client ./client
 COPY cli ./cli

@@ -62,3 +62,16 @@ export { DaemonOps } from './daemon-ops.js';
 export type { ReconnectOptions } from './reconnect.js';
 export { ensureDaemon, type AutoStartOptions } from './auto-start.js';
 export { defaultSocketPath } from '../common/socket-path.js';
+
+// The model-facing subagent tool and the child-control tools (also `subagentd/tool`).
+export { BackgroundJobs, createChildControlTools, createSubagentTool, settlementMessage, settlementText } from '../tool/index.js';
+export type {
+  ChildControlTools,
+  JobSnapshot,
+  SubagentToolConfig,
+  SubagentToolHandle,
+  ToolCallContext,
+  ToolDefinition,
+  ToolResult,
+  ToolService,
+} from '../tool/index.js';
