@@ -357,6 +357,12 @@ export class RemoteSubagentService {
       return result;
     } catch (error) {
       if (this.mayRecover(error)) return record.result;
+      // A draining daemon handed the run on. With reconnect, the re-attach waits on the next
+      // daemon and settles the record; without it, that truth is the run's outcome here.
+      if (isHandedOver(error)) {
+        if (this.options.reconnect !== undefined && !this.closing && this.finalError === undefined) return record.result;
+        record.fail(error);
+      }
       throw error;
     }
   }
@@ -592,6 +598,10 @@ export class RemoteSubagentService {
     if (found instanceof Promise) void found.then((record) => record && apply(record));
     else if (found) apply(found);
   }
+}
+
+function isHandedOver(error: unknown): error is SubagentError {
+  return error instanceof SubagentError && error.code === 'HANDED_OVER';
 }
 
 function timeout(ms: number | undefined): { timeoutMs?: number } {
