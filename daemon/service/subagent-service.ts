@@ -675,6 +675,7 @@ function runInfo(
     ...(run.result && { stopReason: run.result.stopReason }),
     ...(run.settledAt !== undefined && { settledAt: run.settledAt }),
     ...(run.result?.usage && { usage: run.result.usage }),
+    ...(run.result?.diagnostic !== undefined && { diagnostic: run.result.diagnostic }),
   };
 }
 
