@@ -4,7 +4,7 @@
  * on a failure), a minted run id, `subagent/start` then `subagent/end`.
  */
 import { randomUUID } from 'node:crypto';
-import { SubagentError, type SubagentEndEvent, type SubagentRun, type SubagentStartEvent } from '../protocol/index.js';
+import { SubagentError, depthProblem, type SubagentEndEvent, type SubagentRun, type SubagentStartEvent } from '../protocol/index.js';
 import { assertCapabilities } from './capability-check.js';
 import type { EventHub } from './event-hub.js';
 import type { ClientStartRequest, LocalSubagentProvider } from './types.js';
@@ -40,6 +40,9 @@ export class LocalProviders {
 
   async start(provider: LocalSubagentProvider, request: ClientStartRequest): Promise<SubagentRun> {
     assertCapabilities(provider, request);
+    // The seam's third check, after capabilities: the maxDepth value (protocol/depth.ts).
+    const depth = request.maxDepth === undefined ? undefined : depthProblem(request.maxDepth, '/maxDepth');
+    if (depth !== undefined) throw new SubagentError('INVALID_REQUEST', depth, { field: '/maxDepth' });
     if (request.signal.aborted) throw new SubagentError('ABORTED', `the start of '${provider.name}' was aborted`);
     const run = await provider.start(request);
     const identity: SubagentStartEvent = {

@@ -21,6 +21,7 @@ import {
   StartNotification,
   StartRequest,
   SubagentError,
+  depthProblem,
   WaitRequest,
   type ClientToolDeclaration,
   type AttachResult,
@@ -356,6 +357,12 @@ export class RemoteSubagentService {
       return result;
     } catch (error) {
       if (this.mayRecover(error)) return record.result;
+      // A draining daemon handed the run on. With reconnect, the re-attach waits on the next
+      // daemon and settles the record; without it, that truth is the run's outcome here.
+      if (isHandedOver(error)) {
+        if (this.options.reconnect !== undefined && !this.closing && this.finalError === undefined) return record.result;
+        record.fail(error);
+      }
       throw error;
     }
   }
@@ -593,6 +600,10 @@ export class RemoteSubagentService {
   }
 }
 
+function isHandedOver(error: unknown): error is SubagentError {
+  return error instanceof SubagentError && error.code === 'HANDED_OVER';
+}
+
 function timeout(ms: number | undefined): { timeoutMs?: number } {
   return ms === undefined ? {} : { timeoutMs: ms };
 }
@@ -654,6 +665,7 @@ function startParams(
   if (request.agentOptions !== undefined) params.agentOptions = request.agentOptions;
   if (request.outputSchema !== undefined) params.outputSchema = request.outputSchema;
   if (request.maxDepth !== undefined) params.maxDepth = request.maxDepth;
+  refuseNegativeZero(params, descriptor);
   if (request.toolFilter !== undefined) params.toolFilter = request.toolFilter;
   if (request.persona !== undefined) params.persona = request.persona;
   if (request.env !== undefined) params.env = { ...request.env };
@@ -664,4 +676,21 @@ function startParams(
   }
   if (request.onEvent) params.stream = true;
   return params;
+}
+
+/**
+ * JSON writes -0 as 0, so the daemon could never see a -0 depth and would take it as 0: refuse
+ * it here with the daemon's own words (protocol/depth.ts). Everything else about a depth the
+ * daemon checks, in the seam's order; a maxDepth the provider cannot take stays its
+ * UNSUPPORTED_CAPABILITY.
+ */
+function refuseNegativeZero(params: StartParams, descriptor: ProviderDescriptor): void {
+  const fields: Array<[unknown, string]> = [
+    [descriptor.capabilities.depthLimit ? params.maxDepth : undefined, '/maxDepth'],
+    [params.parent.delegationDepth, '/parent/delegationDepth'],
+    [params.parent.subagentDepth, '/parent/subagentDepth'],
+  ];
+  for (const [value, field] of fields) {
+    if (Object.is(value, -0)) throw new SubagentError('INVALID_REQUEST', depthProblem(value, field)!, { field });
+  }
 }

@@ -80,7 +80,7 @@ const schema = {
           args: { type: 'array', items: { type: 'string' } },
           env: stringMap,
           cwd: { type: 'string', minLength: 1 },
-          permission: { enum: ['allow', 'deny', 'ask'] },
+          permission: { enum: ['allow', 'allow-in-workspace', 'deny', 'ask'] },
           fileAccess: {
             type: 'object',
             additionalProperties: false,

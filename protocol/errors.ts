@@ -26,6 +26,11 @@ export const SUBAGENT_ERROR_CODES = {
   RUN_STATE: -32028,
   /** The provider failed to start the child; the message says why. */
   START_FAILED: -32029,
+  /**
+   * A draining daemon handed the run to the next daemon (checkpointed, to be continued there):
+   * it has no outcome here. Re-attach with the run token and wait on the next daemon.
+   */
+  HANDED_OVER: -32032,
   /** The start was cancelled before the child was ready. */
   ABORTED: -32800,
   // Client side only: the daemon went away or stopped answering.

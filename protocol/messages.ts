@@ -150,6 +150,8 @@ export interface RunInfo {
   /** Whether the asking connection owns the run. */
   readonly mine: boolean;
   readonly usage?: Usage;
+  /** The settled result's diagnostic (why it failed, what was refused), as stored. */
+  readonly diagnostic?: string;
 }
 
 export interface RunsListParams {

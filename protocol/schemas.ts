@@ -166,6 +166,7 @@ const runInfo = obj(
     settledAt: str(64),
     mine: { type: 'boolean' },
     usage,
+    diagnostic: str(8192),
   },
   ['runId', 'id', 'provider', 'state', 'startedAt', 'mine'],
 );

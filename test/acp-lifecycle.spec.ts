@@ -184,6 +184,7 @@ describe('failures before readiness reject START_FAILED after killing and reapin
     expect(readRecord(ws.recordPath).some((e) => e.event === 'initialize')).toBe(true);
     expect(error.code).toBe('START_FAILED');
     expect(error.message).toContain('not ready within 3000 ms (no answer to initialize)');
+    expect(error.message).toContain("raise the provider's initializeTimeoutMs");
     expect(error.message).toContain('licence server that never answers');
     expect(processGone(onlyPid())).toBe(true);
   });

@@ -213,7 +213,7 @@ describe('config', () => {
       cwd: undefined,
       permission: 'deny',
       fileAccess: { read: true, write: false },
-      initializeTimeoutMs: 10_000,
+      initializeTimeoutMs: 30_000,
       disposeGraceMs: { stdin: 6_000, term: 3_000 },
     });
   });

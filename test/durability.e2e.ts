@@ -59,6 +59,9 @@ it('after kill -9 the next daemon answers run/wait with an interrupted error, an
   const again = await RawPeer.initialized(daemon.socket);
   const listed = (await again.request('runs/list', {})).result as { runs: Array<{ runId: string; state: string; stopReason?: string }> };
   expect(listed.runs.find((r) => r.runId === started.runId)).toMatchObject({ state: 'settled', stopReason: 'error' });
+  // inspect's record carries the stored diagnostic, for anyone (no token needed to read why).
+  const inspected = (await again.request('run/inspect', { runId: started.runId })).result as { run: { diagnostic?: string } };
+  expect(inspected.run.diagnostic).toMatch(new RegExp(`interrupted: .*pid ${deadPid}`));
   expect((await again.request('run/wait', { runId: started.runId })).error?.data?.code).toBe('NOT_OWNER');
   expect((await again.request('run/attach', { runId: started.runId, runToken: started.runToken })).result).toMatchObject({ run: { mine: true } });
   const waited = (await again.request('run/wait', { runId: started.runId })).result as { stopReason: string; diagnostic: string };

@@ -99,6 +99,17 @@ describe('start checks, in the seam order', () => {
     [{ type: 'object', oneOf: [{ type: 'object' }, { type: 'object' }] }, /beside type/],
     [{ type: 'object', additionalProperties: { type: 'string' } }, /boolean/],
     [{ type: 'object', properties: { a: { type: ['string', 'null'] } } }, /one JSON type/],
+    // Keywords that do not fit the declared type, or name what is not there (issue #10 item 10).
+    [{ type: 'object', properties: { a: { type: 'string' } }, required: ['b'] }, /names "b"/],
+    [{ type: 'object', required: ['a'] }, /names "a"/],
+    [{ type: 'object', properties: { a: { type: 'string', properties: { b: { type: 'string' } } } } }, /properties applies to type "object"/],
+    [{ type: 'object', properties: { a: { type: 'string', required: [] } } }, /required applies to type "object"/],
+    [{ type: 'object', properties: { a: { type: 'number', items: { type: 'string' } } } }, /items applies to type "array"/],
+    [{ type: 'object', enum: ['x'] }, /enum applies to scalar types/],
+    [{ type: 'object', properties: { a: { type: 'array', const: 1 } } }, /const applies to scalar types/],
+    [{ type: 'object', properties: { a: { type: 'string', enum: ['x', 2] } } }, /value 2 is not of type "string"/],
+    [{ type: 'object', properties: { a: { type: 'integer', enum: [1, 1.5] } } }, /value 1.5 is not of type "integer"/],
+    [{ type: 'object', properties: { a: { type: 'boolean', const: 'yes' } } }, /not of type "boolean"/],
   ])('schema %j is UNSUPPORTED_SCHEMA', async (outputSchema, message) => {
     const peer = await RawPeer.initialized(daemon.socket);
     const reply = await peer.request('subagent/start', { provider: 'echo', prompt: prompt('x'), parent, outputSchema });

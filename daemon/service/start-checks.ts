@@ -3,7 +3,7 @@
  * toolFilter, persona — the first missing one fails and the provider is never called), the
  * maxDepth value, the schema subset; then the child's depth from the parent reference.
  */
-import { SubagentError, type ParentRef, type StartParams } from '../../protocol/index.js';
+import { SubagentError, depthProblem, type ParentRef, type StartParams } from '../../protocol/index.js';
 import type { DaemonProvider } from '../provider.js';
 import { assertObjectJsonSchema } from './output-schema.js';
 
@@ -28,12 +28,11 @@ export function checkStartRequest(provider: DaemonProvider, params: StartParams)
   if (params.outputSchema !== undefined) assertObjectJsonSchema(params.outputSchema);
 }
 
-/** A depth is a non-negative safe integer: no fraction, no -0, no NaN or Infinity. */
+/** A depth is a non-negative safe integer: no fraction, no -0, no NaN or Infinity (protocol/depth.ts). */
 function requireDepthValue(value: unknown, field: string): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0 || Object.is(value, -0)) {
-    throw new SubagentError('INVALID_REQUEST', `${field} must be a non-negative safe integer, got ${String(value)}`, { field });
-  }
-  return value;
+  const problem = depthProblem(value, field);
+  if (problem !== undefined) throw new SubagentError('INVALID_REQUEST', problem, { field });
+  return value as number;
 }
 
 /**

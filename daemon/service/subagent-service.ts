@@ -291,8 +291,8 @@ export class SubagentService {
     reject: (e: unknown) => void,
   ): void {
     if (record.checkpointed) {
-      if (result) resolve(result);
-      else reject(error);
+      // The child goes on in the next daemon: its cancelled turn here is no outcome to report.
+      reject(handedOver(record.runId));
       return;
     }
     record.settledAt = new Date().toISOString();
@@ -634,6 +634,14 @@ export class SubagentService {
   }
 }
 
+/** What a waiter on a checkpointed run learns: the truth, and where the outcome will be. */
+function handedOver(runId: string): SubagentError {
+  return new SubagentError(
+    'HANDED_OVER',
+    `run ${runId} was handed to the next daemon, which continues it: re-attach (run/attach with its token) and wait on the next daemon`,
+  );
+}
+
 function toProviderRequest(params: StartParams, depth: number, signal: AbortSignal, host: RunHost): ProviderStartRequest {
   return {
     prompt: params.prompt,
@@ -667,6 +675,7 @@ function runInfo(
     ...(run.result && { stopReason: run.result.stopReason }),
     ...(run.settledAt !== undefined && { settledAt: run.settledAt }),
     ...(run.result?.usage && { usage: run.result.usage }),
+    ...(run.result?.diagnostic !== undefined && { diagnostic: run.result.diagnostic }),
   };
 }
 

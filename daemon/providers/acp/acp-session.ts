@@ -12,12 +12,13 @@ import * as acp from '@agentclientprotocol/sdk';
 import type { Logger } from 'pino';
 import { SubagentError, type ContentBlock } from '../../../protocol/index.js';
 import type { ProviderStartRequest, RunHost } from '../../provider.js';
+import { readInitializeAnswer, readNewSessionAnswer, readPromptAnswer } from './acp-responses.js';
 import { AgentProcess } from './agent-process.js';
 import { buildChildEnv, resolveCommand } from './child-env.js';
 import { buildClientApp } from './client-requests.js';
 import type { ResolvedAcpConfig } from './config.js';
 import { hasImage, toAcpContent } from './content-mapping.js';
-import { describeFailure } from './diagnostic.js';
+import { boundUtf8, describeFailure } from './diagnostic.js';
 import { guardNdJson, ProtocolViolation } from './nd-json-guard.js';
 import type { StructuredOutput } from './structured-output.js';
 import { Turn } from './turn.js';
@@ -32,8 +33,15 @@ const EXIT_REPORT_WAIT_MS = 1_000;
 class HandshakeTimeout extends Error {}
 class HandshakeAborted extends Error {}
 
+/** How much of an agent error's `data` a diagnostic quotes. */
+const ERROR_DATA_BYTES = 1024;
+
+/** An error as a diagnostic says it; an agent's JSON-RPC `data` often holds the real cause. */
 function message(error: unknown): string {
-  if (error instanceof acp.RequestError) return `${error.message} (JSON-RPC error ${error.code})`;
+  if (error instanceof acp.RequestError) {
+    const data = error.data === undefined ? '' : `; data: ${boundUtf8(JSON.stringify(error.data) ?? String(error.data), ERROR_DATA_BYTES)}`;
+    return `${error.message} (JSON-RPC error ${error.code}${data})`;
+  }
   return error instanceof Error ? error.message : String(error);
 }
 
@@ -60,6 +68,7 @@ export class AcpSession {
     private readonly config: ResolvedAcpConfig,
     private readonly child: AgentProcess,
     fs: WorkspaceFs | undefined,
+    workspaceRoot: string,
     private readonly host: RunHost,
     private readonly log: Logger,
   ) {
@@ -72,6 +81,7 @@ export class AcpSession {
       fs,
       host,
       log,
+      workspaceRoot,
       sessionId: () => this.id,
       currentTurn: () => this.wireTurns[0],
     });
@@ -128,7 +138,7 @@ export class AcpSession {
     } catch (error) {
       throw startFailed(`could not spawn agent ${JSON.stringify(command)}: ${message(error)}`);
     }
-    const session = new AcpSession(config, agentProcess, fs, request.host, log.child({ pid: agentProcess.pid }));
+    const session = new AcpSession(config, agentProcess, fs, parentCwd, request.host, log.child({ pid: agentProcess.pid }));
     try {
       await session.handshake(parentCwd, signal, hasImage(request.prompt));
     } catch (error) {
@@ -228,10 +238,11 @@ export class AcpSession {
         },
         clientInfo: { name: 'subagentd', version: '0.1.0' },
       });
-      if (init.protocolVersion !== acp.PROTOCOL_VERSION) {
-        throw new Error(`agent answered with ACP protocol version ${init.protocolVersion}; this client speaks ${acp.PROTOCOL_VERSION}`);
+      const answer = readInitializeAnswer(init);
+      if (answer.protocolVersion !== acp.PROTOCOL_VERSION) {
+        throw new Error(`agent answered with ACP protocol version ${answer.protocolVersion}; this client speaks ${acp.PROTOCOL_VERSION}`);
       }
-      this.images = init.agentCapabilities?.promptCapabilities?.image === true;
+      this.images = answer.images;
       if (needsImages && !this.images) {
         throw new SubagentError('INVALID_REQUEST', 'the prompt has image content but the agent does not accept images', {
           field: '/prompt',
@@ -239,7 +250,7 @@ export class AcpSession {
       }
       this.step = 'session/new';
       this.active = await agent.buildSession({ cwd, mcpServers: [] }).start();
-      this.id = this.active.sessionId;
+      this.id = readNewSessionAnswer(this.active.newSessionResponse);
     };
     try {
       await Promise.race([
@@ -269,7 +280,7 @@ export class AcpSession {
     if (error instanceof SubagentError) return error;
     const reason =
       error instanceof HandshakeTimeout
-        ? `agent "${this.config.name}" was not ready within ${this.config.initializeTimeoutMs} ms (no answer to ${this.step})`
+        ? `agent "${this.config.name}" was not ready within ${this.config.initializeTimeoutMs} ms (no answer to ${this.step}); raise the provider's initializeTimeoutMs if it is only slow to start`
         : `agent "${this.config.name}" failed during ${this.step}: ${this.violation?.message ?? message(error)}`;
     return startFailed(describeFailure(reason, this.child.describeExit(), await this.child.finalStderrTail()));
   }
@@ -293,7 +304,12 @@ export class AcpSession {
         // Updates outside a turn (e.g. available commands after session/new) have no run to go to.
         this.wireTurns[0]?.applyUpdate(next.update);
       } else {
-        this.wireTurns.shift()?.finish(next.stopReason);
+        const turn = this.wireTurns.shift();
+        try {
+          turn?.finish(readPromptAnswer(next.response));
+        } catch (error) {
+          turn?.fail(`agent "${this.config.name}" answered session/prompt malformed: ${message(error)}`);
+        }
         this.notifyIfIdle();
       }
     }

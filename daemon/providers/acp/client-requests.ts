@@ -8,7 +8,7 @@ import * as acp from '@agentclientprotocol/sdk';
 import type { Logger } from 'pino';
 import type { RunHost } from '../../provider.js';
 import type { ResolvedAcpConfig } from './config.js';
-import { allowOutcome, cancelledOutcome, denyOutcome } from './permission-policy.js';
+import { allowOutcome, cancelledOutcome, denyOutcome, outsideWorkspace } from './permission-policy.js';
 import type { Turn } from './turn.js';
 import { WorkspaceFsError, type WorkspaceFs } from './workspace-fs.js';
 
@@ -17,6 +17,8 @@ export interface ClientRequestContext {
   readonly fs: WorkspaceFs | undefined;
   readonly host: RunHost;
   readonly log: Logger;
+  /** The parent's cwd: what `allow-in-workspace` confines approvals to. */
+  readonly workspaceRoot: string;
   /** The ACP session id, once `session/new` has answered. */
   sessionId(): string | undefined;
   /** The turn the agent is working on (its prompt not yet answered), if any. */
@@ -47,6 +49,10 @@ export function buildClientApp(ctx: ClientRequestContext): acp.ClientApp {
         await fs.writeText(params.path, params.content);
         return {};
       } catch (error) {
+        // A refused write is part of the run's truth: the result's diagnostic lists it.
+        if (error instanceof WorkspaceFsError && error.kind !== 'not-found' && error.kind !== 'io') {
+          ctx.currentTurn()?.noteDenial(`write ${JSON.stringify(params.path)} refused: ${error.message}`);
+        }
         throw toRequestError(error);
       }
     });
@@ -67,18 +73,41 @@ async function answerPermission(
   const turn = ctx.currentTurn();
   // A request outside a live turn (e.g. after a cancel) can only be answered `cancelled`.
   if (!turn || turn.settled) return cancelledOutcome();
+  const what = describeToolCall(params.toolCall);
   switch (ctx.config.permission) {
     case 'allow':
       return allowOutcome(params.options);
-    case 'deny':
+    case 'allow-in-workspace': {
+      const outside = outsideWorkspace(params.toolCall, ctx.workspaceRoot);
+      if (outside === undefined) return allowOutcome(params.options);
+      turn.noteDenial(`${what} refused by permission 'allow-in-workspace': ${outside}`);
       return denyOutcome(params.options);
-    case 'ask':
-      return askHost(ctx, params, AbortSignal.any([requestSignal, turn.cancelSignal]));
+    }
+    case 'deny':
+      turn.noteDenial(`${what} refused by permission 'deny'`);
+      return denyOutcome(params.options);
+    case 'ask': {
+      const outcome = await askHost(ctx, params, AbortSignal.any([requestSignal, turn.cancelSignal]));
+      if (!isAllowed(outcome, params.options) && !turn.settled) turn.noteDenial(`${what} not approved by the client`);
+      return outcome;
+    }
     default: {
       const unknownPolicy: never = ctx.config.permission;
       throw new Error(`unknown permission policy ${String(unknownPolicy)}`);
     }
   }
+}
+
+/** How a denial names the tool call: its title (or name) and kind. */
+function describeToolCall(toolCall: acp.ToolCallUpdate): string {
+  const title = toolCall.title ?? (toolCall as { name?: string }).name ?? toolCall.toolCallId;
+  return `${JSON.stringify(title)}${toolCall.kind ? ` (${toolCall.kind})` : ''}`;
+}
+
+function isAllowed(outcome: acp.RequestPermissionOutcome, options: readonly acp.PermissionOption[]): boolean {
+  if (outcome.outcome !== 'selected') return false;
+  const kind = options.find((option) => option.optionId === outcome.optionId)?.kind;
+  return kind === 'allow_once' || kind === 'allow_always';
 }
 
 /** Relay the question to the owning client; a cancel of the turn (or of the request) wins. */

@@ -2,9 +2,16 @@
  * Configuration of one ACP provider (one external agent command), and its validated,
  * defaults-applied form. Invalid configuration throws at provider creation, never at a start.
  */
+import { statSync } from 'node:fs';
 import { isAbsolute } from 'node:path';
 
-export type AcpPermissionPolicy = 'allow' | 'deny' | 'ask';
+/**
+ * `allow` approves every request the agent asks about, its shell commands included, wherever
+ * they act. `allow-in-workspace` approves only file work the agent names inside the parent's
+ * cwd and refuses the rest (shell, fetch, anything unlocated): see permission-policy.ts.
+ */
+export type AcpPermissionPolicy = 'allow' | 'allow-in-workspace' | 'deny' | 'ask';
+const POLICIES: readonly AcpPermissionPolicy[] = ['allow', 'allow-in-workspace', 'deny', 'ask'];
 
 export interface AcpProviderConfig {
   /** Provider name in the registry. */
@@ -22,7 +29,8 @@ export interface AcpProviderConfig {
   readonly fileAccess?: { readonly read: boolean; readonly write: boolean };
   /**
    * Bound on each wait for a protocol answer outside a prompt turn: the handshake (spawn →
-   * session created) and, on resume, the agent's answer to a cancelled turn. Default 10 s.
+   * session created) and, on resume, the agent's answer to a cancelled turn. Default 30 s:
+   * real agents load their runtime first (Qwen Code took 9.6 s on a busy machine).
    */
   readonly initializeTimeoutMs?: number;
   /** Dispose ladder: wait after closing stdin, then after SIGTERM, before SIGKILL. */
@@ -44,7 +52,7 @@ export interface ResolvedAcpConfig {
 export const ACP_DEFAULTS = {
   permission: 'deny',
   fileAccess: { read: true, write: false },
-  initializeTimeoutMs: 10_000,
+  initializeTimeoutMs: 30_000,
   disposeGraceMs: { stdin: 6_000, term: 3_000 },
 } as const;
 
@@ -73,10 +81,12 @@ export function resolveAcpConfig(config: AcpProviderConfig): ResolvedAcpConfig {
   if (config.cwd !== undefined && (typeof config.cwd !== 'string' || !isAbsolute(config.cwd))) {
     fail(name, 'cwd must be an absolute path');
   }
-  const permission = config.permission ?? ACP_DEFAULTS.permission;
-  if (permission !== 'allow' && permission !== 'deny' && permission !== 'ask') {
-    fail(name, `permission must be 'allow', 'deny' or 'ask'`);
+  // Checked when the config loads, so a typo fails the daemon's start, not some later run.
+  if (config.cwd !== undefined && statSync(config.cwd, { throwIfNoEntry: false })?.isDirectory() !== true) {
+    fail(name, `cwd ${config.cwd} is not an existing directory`);
   }
+  const permission = config.permission ?? ACP_DEFAULTS.permission;
+  if (!POLICIES.includes(permission)) fail(name, `permission must be one of ${POLICIES.map((p) => `'${p}'`).join(', ')}`);
   const fileAccess = config.fileAccess ?? ACP_DEFAULTS.fileAccess;
   if (typeof fileAccess.read !== 'boolean' || typeof fileAccess.write !== 'boolean') {
     fail(name, 'fileAccess must be { read: boolean, write: boolean }');

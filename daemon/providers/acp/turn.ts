@@ -31,6 +31,8 @@ export class Turn {
   /** A tool call happened since the last chunk: the next chunk starts a new message. */
   private boundary = true;
   private readonly toolNames = new Map<string, string>();
+  /** What the policy or the workspace refused the agent during this turn, for the diagnostic. */
+  private readonly denials: string[] = [];
 
   constructor(private readonly options: TurnOptions) {
     this.result = new Promise((resolve) => {
@@ -49,6 +51,11 @@ export class Turn {
   /** Aborted by a local cancel, so outstanding permission prompts can answer `cancelled`. */
   get cancelSignal(): AbortSignal {
     return this.cancelled.signal;
+  }
+
+  /** The agent was refused something; a result that hid it would look like success. */
+  noteDenial(what: string): void {
+    if (!this.settled) this.denials.push(what);
   }
 
   applyUpdate(update: acp.SessionUpdate): void {
@@ -134,7 +141,15 @@ export class Turn {
 
   private resolveWith(result: SubagentResult): void {
     this.outcome = result.stopReason;
-    this.settle(result);
+    this.settle(this.withDenials(result));
+  }
+
+  /** Adds the list of refusals to the diagnostic, after whatever the diagnostic already says. */
+  private withDenials(result: SubagentResult): SubagentResult {
+    if (this.denials.length === 0) return result;
+    const n = this.denials.length;
+    const list = `the agent was refused ${n} request${n === 1 ? '' : 's'}: ${this.denials.join('; ')}`;
+    return { ...result, diagnostic: boundUtf8(result.diagnostic === undefined ? list : `${result.diagnostic}; ${list}`) };
   }
 
   private appendText(text: string, messageId: string | undefined): void {
