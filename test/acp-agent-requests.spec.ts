@@ -143,7 +143,7 @@ describe('fs/read_text_file', () => {
     ];
     const replies = await turns('read', [...attempts, 'secret.txt']);
     for (const reply of replies.slice(0, attempts.length)) {
-      expect(reply).toMatch(/^read-error -32602 .*outside the session root/);
+      expect(reply).toMatch(/^read-error -32602 .*outside the workspace/);
       expect(reply).not.toContain('do not leak');
     }
     expect(replies[attempts.length]).toMatch(/^read-error -32602 .*must be absolute/);
@@ -193,7 +193,7 @@ describe('fs/write_text_file', () => {
     ];
     const replies = await turns('write', attempts.map((path) => `${path}\npwned`), access);
     expect(replies).toHaveLength(attempts.length);
-    for (const reply of replies) expect(reply).toMatch(/^write-error -32602 .*outside the session root/);
+    for (const reply of replies) expect(reply).toMatch(/^write-error -32602 .*outside the workspace/);
     expect(readFileSync(victim, 'utf8')).toBe('original');
     expect(existsSync(join(ws.outside, 'created.txt'))).toBe(false);
     expect(existsSync(join(ws.outside, 'deeper'))).toBe(false);

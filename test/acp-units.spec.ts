@@ -1,14 +1,12 @@
 /**
- * The acp provider's small parts on their own: containment rules of the rooted file access,
- * the stdout guard, stderr ring, bounded diagnostics, permission policy, stop reasons, env,
- * config and structured-output checks, and how a turn tells messages apart.
+ * The acp provider's small parts on their own: the stdout guard, stderr ring, bounded
+ * diagnostics, permission policy, stop reasons, env, config and structured-output checks, and
+ * how a turn tells messages apart. Its file access is tested in workspace-containment.spec.ts.
  */
-import { execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { mkdtemp, rm, symlink, writeFile, chmod } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile, chmod } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { RunEvent } from '../protocol/index.js';
 import { ByteRing } from '../daemon/providers/acp/byte-ring.js';
 import { buildChildEnv, resolveCommand } from '../daemon/providers/acp/child-env.js';
@@ -19,70 +17,6 @@ import { allowOutcome, denyOutcome } from '../daemon/providers/acp/permission-po
 import { mapStopReason } from '../daemon/providers/acp/stop-reason.js';
 import { compileStructuredOutput } from '../daemon/providers/acp/structured-output.js';
 import { Turn } from '../daemon/providers/acp/turn.js';
-import { WorkspaceFs, WorkspaceFsError } from '../daemon/providers/acp/workspace-fs.js';
-
-describe('WorkspaceFs', () => {
-  let root: string;
-  let outside: string;
-  beforeEach(async () => {
-    root = await mkdtemp(join(tmpdir(), 'acp-fs-root-'));
-    outside = await mkdtemp(join(tmpdir(), 'acp-fs-out-'));
-  });
-  afterEach(async () => {
-    await rm(root, { recursive: true, force: true });
-    await rm(outside, { recursive: true, force: true });
-  });
-
-  const kindOf = (promise: Promise<unknown>): Promise<string | undefined> =>
-    promise.then(
-      () => undefined,
-      (error: unknown) => (error instanceof WorkspaceFsError ? error.kind : `unexpected ${String(error)}`),
-    );
-
-  it('slices by 1-based line and line limit', async () => {
-    await writeFile(join(root, 'f.txt'), 'a\nb\nc\nd');
-    const fs = await WorkspaceFs.open(root);
-    expect(await fs.readText(join(root, 'f.txt'), 2, 2)).toBe('b\nc');
-    expect(await fs.readText(join(root, 'f.txt'), 3)).toBe('c\nd');
-    expect(await fs.readText(join(root, 'f.txt'), null, 1)).toBe('a');
-  });
-
-  it('contains by real path, so a root reached through a symlink still works', async () => {
-    const viaLink = join(outside, 'root-link');
-    await symlink(root, viaLink);
-    await writeFile(join(root, 'f.txt'), 'x');
-    const fs = await WorkspaceFs.open(viaLink);
-    expect(await fs.readText(join(viaLink, 'f.txt'))).toBe('x');
-    expect(await fs.readText(join(root, 'f.txt'))).toBe('x');
-  });
-
-  it('does not mistake a sibling with the root as prefix for the inside', async () => {
-    const sibling = `${root}-sibling`;
-    await writeFile(sibling, 'nope');
-    try {
-      const fs = await WorkspaceFs.open(root);
-      expect(await kindOf(fs.readText(sibling))).toBe('outside-root');
-    } finally {
-      await rm(sibling, { force: true });
-    }
-  });
-
-  it('refuses FIFOs and directories without opening them', async () => {
-    execFileSync('mkfifo', [join(root, 'pipe')]);
-    const fs = await WorkspaceFs.open(root);
-    // Opening a FIFO for reading would block until a writer appears.
-    expect(await kindOf(fs.readText(join(root, 'pipe')))).toBe('not-a-file');
-    expect(await kindOf(fs.readText(root))).toBe('not-a-file');
-    expect(await kindOf(fs.writeText(join(root, 'pipe'), 'x'))).toBe('not-a-file');
-  });
-
-  it('refuses a dangling symlink that points outside instead of creating its target', async () => {
-    await symlink(join(outside, 'will-be-created.txt'), join(root, 'dangling'));
-    const fs = await WorkspaceFs.open(root);
-    expect(await kindOf(fs.writeText(join(root, 'dangling'), 'x'))).toBe('invalid-path');
-    expect(existsSync(join(outside, 'will-be-created.txt'))).toBe(false);
-  });
-});
 
 describe('guardNdJson', () => {
   async function pipe(chunks: string[]): Promise<{ out: string; violation: ProtocolViolation | undefined; failed: boolean }> {

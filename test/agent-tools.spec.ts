@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import type { ToolCall } from '../protocol/index.js';
 import type { AgentTool, ToolPolicy } from '../daemon/agent/tools/tool.js';
 import { ToolRegistry, ToolSchemaError } from '../daemon/agent/tools/tool-registry.js';
-import { WorkspaceRoot } from '../daemon/agent/tools/workspace-root.js';
+import { Workspace } from '../daemon/workspace/workspace.js';
 import { workspaceTools } from '../daemon/agent/tools/workspace-tools.js';
 import { useTempDirs } from './support/scripted-fixtures.js';
 
@@ -25,7 +25,7 @@ async function setup(policy: ToolPolicy = { write: false, shell: false }, env: R
   await writeFile(join(outside, 'secret.txt'), 'top secret needle');
   await symlink(join(outside, 'secret.txt'), join(root, 'link-to-secret'));
   await symlink(outside, join(root, 'link-to-outside'));
-  const registry = new ToolRegistry(workspaceTools(await WorkspaceRoot.open(root), policy, env));
+  const registry = new ToolRegistry(workspaceTools(await Workspace.open(root), policy, env));
   const invoke = (name: string, args: unknown) => registry.invoke(call(name, args), { callId: 'x', signal: new AbortController().signal });
   const textOf = async (name: string, args: unknown) => {
     const outcome = await invoke(name, args);

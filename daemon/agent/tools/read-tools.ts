@@ -1,8 +1,13 @@
-/** The always-available workspace tools: they read, never change anything. */
-import { open, readdir, readFile, stat } from 'node:fs/promises';
+/**
+ * The always-available workspace tools: they read, never change anything. Every file and
+ * directory is reached through the workspace (daemon/workspace), which opens regular files only
+ * and refuses anything outside; the search walk skips what it refuses.
+ */
 import { join } from 'node:path';
+import { WorkspaceError } from '../../workspace/workspace-error.js';
+import { withFile, type Workspace } from '../../workspace/workspace.js';
+import { compileQuery, MAX_MATCHED_LINE_CHARS, MAX_QUERY_CHARS, Slicer } from './text-search.js';
 import { textOutcome, type AgentTool } from './tool.js';
-import type { WorkspaceRoot } from './workspace-root.js';
 
 const MAX_READ_BYTES = 256 * 1024;
 const MAX_LIST_ENTRIES = 1000;
@@ -11,7 +16,7 @@ const MAX_SEARCH_FILES = 20_000;
 const MAX_MATCH_LINE_CHARS = 300;
 const SKIPPED_DIRS = new Set(['.git', 'node_modules']);
 
-export function readFileTool(root: WorkspaceRoot): AgentTool {
+export function readFileTool(root: Workspace): AgentTool {
   return {
     name: 'read_file',
     description: `Read a text file in the workspace. Optional 1-based startLine/endLine select a range. At most ${MAX_READ_BYTES / 1024} KiB are returned.`,
@@ -27,9 +32,7 @@ export function readFileTool(root: WorkspaceRoot): AgentTool {
     },
     async execute(args) {
       const { path, startLine, endLine } = args as { path: string; startLine?: number; endLine?: number };
-      const target = await root.existing(path);
-      if (!(await stat(target)).isFile()) return textOutcome(`${path} is not a file`, true);
-      const { bytes, truncated } = await readHead(target, MAX_READ_BYTES);
+      const { bytes, truncated } = await withFile(root, path, 'read', (file) => file.readHead(MAX_READ_BYTES));
       if (bytes.includes(0)) return textOutcome(`${path} looks like a binary file; not shown`, true);
       let text = bytes.toString('utf8');
       if (startLine !== undefined || endLine !== undefined) {
@@ -41,7 +44,7 @@ export function readFileTool(root: WorkspaceRoot): AgentTool {
   };
 }
 
-export function listDirectoryTool(root: WorkspaceRoot): AgentTool {
+export function listDirectoryTool(root: Workspace): AgentTool {
   return {
     name: 'list_directory',
     description: 'List a directory in the workspace: folders end with "/", symlinks with "@".',
@@ -52,8 +55,8 @@ export function listDirectoryTool(root: WorkspaceRoot): AgentTool {
     },
     async execute(args) {
       const { path = '.' } = args as { path?: string };
-      const target = await root.existing(path);
-      const entries = (await readdir(target, { withFileTypes: true })).sort((a, b) => a.name.localeCompare(b.name));
+      const { entries: listed } = await root.listDirectory(path);
+      const entries = listed.sort((a, b) => a.name.localeCompare(b.name));
       const lines = entries
         .slice(0, MAX_LIST_ENTRIES)
         .map((e) => (e.isDirectory() ? `${e.name}/` : e.isSymbolicLink() ? `${e.name}@` : e.name));
@@ -63,15 +66,14 @@ export function listDirectoryTool(root: WorkspaceRoot): AgentTool {
   };
 }
 
-export function searchTextTool(root: WorkspaceRoot): AgentTool {
+export function searchTextTool(root: Workspace): AgentTool {
   return {
     name: 'search_text',
-    description:
-      'Search the text files under a workspace folder for a literal string (or a regular expression with regex: true). Returns "path:line: text" lines. Skips .git, node_modules, symlinks and binary files.',
+    description: `Search the text files under a workspace folder for a literal string (or an RE2 regular expression with regex: true; no lookaround or backreferences). Returns "path:line: text" lines. Skips .git, node_modules, symlinks, non-regular and binary files; lines longer than ${MAX_MATCHED_LINE_CHARS} characters are searched in their first ${MAX_MATCHED_LINE_CHARS}.`,
     parameters: {
       type: 'object',
       properties: {
-        query: { type: 'string', minLength: 1 },
+        query: { type: 'string', minLength: 1, maxLength: MAX_QUERY_CHARS },
         path: { type: 'string', description: 'Folder or file to search (default ".").' },
         regex: { type: 'boolean' },
         ignoreCase: { type: 'boolean' },
@@ -88,37 +90,33 @@ export function searchTextTool(root: WorkspaceRoot): AgentTool {
         ignoreCase?: boolean;
         maxResults?: number;
       };
-      let pattern: RegExp;
-      try {
-        pattern = new RegExp(regex ? query : escapeRegExp(query), ignoreCase ? 'i' : '');
-      } catch (error) {
-        return textOutcome(`Invalid regular expression: ${(error as Error).message}`, true);
-      }
-      const start = await root.existing(path);
+      const pattern = compileQuery(query, regex, ignoreCase);
+      if (typeof pattern === 'string') return textOutcome(pattern, true);
+      const slicer = new Slicer(ctx.signal);
+      const cancelled = (): ReturnType<typeof textOutcome> => textOutcome('search cancelled', true);
       const matches: string[] = [];
       let scanned = 0;
-      // Depth-first walk that never follows symlinks, so it cannot wander outside the root.
-      const pending: string[] = [start];
+      // Depth-first walk of directory entries as listed (symlinks are never followed).
+      const pending: Array<{ path: string; dir: boolean }> = [await searchStart(root, path)];
       while (pending.length > 0 && matches.length < maxResults && scanned < MAX_SEARCH_FILES) {
-        if (ctx.signal.aborted) return textOutcome('search cancelled', true);
-        const current = pending.pop() as string;
-        const info = await stat(current);
-        if (info.isDirectory()) {
-          const entries = await readdir(current, { withFileTypes: true });
+        if (ctx.signal.aborted || (slicer.due() && (await slicer.yieldTurn()))) return cancelled();
+        const current = pending.pop() as { path: string; dir: boolean };
+        if (current.dir) {
+          const { real, entries } = await root.listDirectory(current.path).catch(skipRefused);
           for (const entry of entries.sort((a, b) => b.name.localeCompare(a.name))) {
-            if (entry.isSymbolicLink() || (entry.isDirectory() && SKIPPED_DIRS.has(entry.name))) continue;
-            if (entry.isDirectory() || entry.isFile()) pending.push(join(current, entry.name));
+            if (entry.isDirectory() && !SKIPPED_DIRS.has(entry.name)) pending.push({ path: join(real, entry.name), dir: true });
+            else if (entry.isFile()) pending.push({ path: join(real, entry.name), dir: false });
           }
           continue;
         }
         scanned += 1;
-        if (info.size > MAX_SEARCH_FILE_BYTES) continue;
-        const bytes = await readFile(current);
-        if (bytes.includes(0)) continue;
-        const lines = bytes.toString('utf8').split('\n');
+        const text = await readSearchable(root, current.path);
+        if (text === undefined) continue;
+        const lines = text.split('\n');
         for (let i = 0; i < lines.length && matches.length < maxResults; i += 1) {
+          if (slicer.due() && (await slicer.yieldTurn())) return cancelled();
           const line = lines[i] ?? '';
-          if (pattern.test(line)) matches.push(`${root.display(current)}:${i + 1}: ${line.slice(0, MAX_MATCH_LINE_CHARS)}`);
+          if (pattern.test(line)) matches.push(`${root.display(current.path)}:${i + 1}: ${line.slice(0, MAX_MATCH_LINE_CHARS)}`);
         }
       }
       if (matches.length === 0) return textOutcome('no matches');
@@ -128,17 +126,38 @@ export function searchTextTool(root: WorkspaceRoot): AgentTool {
   };
 }
 
-async function readHead(file: string, max: number): Promise<{ bytes: Buffer; truncated: boolean }> {
-  const handle = await open(file, 'r');
+/** Where a search begins: a folder, or one file (refused with an error, not skipped). */
+async function searchStart(root: Workspace, path: string): Promise<{ path: string; dir: boolean }> {
   try {
-    const buffer = Buffer.alloc(max + 1);
-    const { bytesRead } = await handle.read(buffer, 0, max + 1, 0);
-    return { bytes: buffer.subarray(0, Math.min(bytesRead, max)), truncated: bytesRead > max };
-  } finally {
-    await handle.close();
+    return { path: (await root.listDirectory(path)).real, dir: true };
+  } catch (error) {
+    if (!(error instanceof WorkspaceError) || error.kind !== 'not-a-directory') throw error;
+    return { path: await withFile(root, path, 'read', async (file) => file.real), dir: false };
   }
 }
 
-function escapeRegExp(text: string): string {
-  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+/** A directory the walk may not enter (gone, swapped, refused) is skipped like an empty one. */
+function skipRefused(error: unknown): { real: string; entries: [] } {
+  if (error instanceof WorkspaceError) return { real: '', entries: [] };
+  throw error;
+}
+
+/** The text of a file worth searching, or undefined for one that is refused, too big or binary. */
+async function readSearchable(root: Workspace, path: string): Promise<string | undefined> {
+  try {
+    return await withFile(
+      root,
+      path,
+      'read',
+      async (file) => {
+        if (file.size > MAX_SEARCH_FILE_BYTES) return undefined;
+        const { bytes, truncated } = await file.readHead(MAX_SEARCH_FILE_BYTES);
+        return truncated || bytes.includes(0) ? undefined : bytes.toString('utf8');
+      },
+      { scanHardLinks: false },
+    );
+  } catch (error) {
+    if (error instanceof WorkspaceError) return undefined;
+    throw error;
+  }
 }

@@ -6,14 +6,14 @@
  */
 import { spawn } from 'node:child_process';
 import { textOutcome, type AgentTool, type ToolOutcome } from './tool.js';
-import type { WorkspaceRoot } from './workspace-root.js';
+import type { Workspace } from '../../workspace/workspace.js';
 
 export const DEFAULT_SHELL_TIMEOUT_MS = 60_000;
 const MINIMAL_PATH = '/usr/local/bin:/usr/bin:/bin';
 const MAX_STREAM_BYTES = 64 * 1024;
 
 export function runShellTool(
-  root: WorkspaceRoot,
+  root: Workspace,
   env: Readonly<Record<string, string>>,
   maxTimeoutMs = DEFAULT_SHELL_TIMEOUT_MS,
 ): AgentTool {

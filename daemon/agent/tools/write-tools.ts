@@ -1,11 +1,15 @@
-/** Workspace tools that change files; offered only when the policy enables writing. */
-import { constants } from 'node:fs';
-import { mkdir, open, readFile, stat } from 'node:fs/promises';
-import { dirname } from 'node:path';
-import { textOutcome, type AgentTool } from './tool.js';
-import type { WorkspaceRoot } from './workspace-root.js';
+/**
+ * Workspace tools that change files; offered only when the policy enables writing. The
+ * workspace opens and checks the file first (inside, regular, one hard link); only then is it
+ * emptied and written.
+ */
+import { withFile, type Workspace } from '../../workspace/workspace.js';
+import { textOutcome, type AgentTool, type ToolOutcome } from './tool.js';
 
-export function writeFileTool(root: WorkspaceRoot): AgentTool {
+/** Files edit_file will load whole. */
+const MAX_EDIT_BYTES = 8 * 1024 * 1024;
+
+export function writeFileTool(root: Workspace): AgentTool {
   return {
     name: 'write_file',
     description: 'Create or overwrite a file in the workspace with the given text. Missing parent folders are created.',
@@ -17,15 +21,16 @@ export function writeFileTool(root: WorkspaceRoot): AgentTool {
     },
     async execute(args) {
       const { path, content } = args as { path: string; content: string };
-      const target = await root.writable(path);
-      await mkdir(dirname(target), { recursive: true });
-      await writeNoFollow(target, content);
-      return textOutcome(`wrote ${Buffer.byteLength(content)} bytes to ${root.display(target)}`);
+      const real = await withFile(root, path, 'create', async (file) => {
+        await file.replace(content);
+        return file.real;
+      });
+      return textOutcome(`wrote ${Buffer.byteLength(content)} bytes to ${root.display(real)}`);
     },
   };
 }
 
-export function editFileTool(root: WorkspaceRoot): AgentTool {
+export function editFileTool(root: Workspace): AgentTool {
   return {
     name: 'edit_file',
     description:
@@ -48,27 +53,16 @@ export function editFileTool(root: WorkspaceRoot): AgentTool {
         newText: string;
         replaceAll?: boolean;
       };
-      const target = await root.existing(path);
-      if (!(await stat(target)).isFile()) return textOutcome(`${path} is not a file`, true);
-      const text = await readFile(target, 'utf8');
-      const occurrences = text.split(oldText).length - 1;
-      if (occurrences === 0) return textOutcome(`oldText was not found in ${path}; nothing changed`, true);
-      if (occurrences > 1 && !replaceAll) {
-        return textOutcome(`oldText occurs ${occurrences} times in ${path}; make it unique or pass replaceAll`, true);
-      }
-      await writeNoFollow(target, text.split(oldText).join(newText));
-      return textOutcome(`replaced ${occurrences} occurrence(s) in ${root.display(target)}`);
+      return withFile(root, path, 'update', async (file): Promise<ToolOutcome> => {
+        const text = await file.readText(MAX_EDIT_BYTES, path);
+        const occurrences = text.split(oldText).length - 1;
+        if (occurrences === 0) return textOutcome(`oldText was not found in ${path}; nothing changed`, true);
+        if (occurrences > 1 && !replaceAll) {
+          return textOutcome(`oldText occurs ${occurrences} times in ${path}; make it unique or pass replaceAll`, true);
+        }
+        await file.replace(text.split(oldText).join(newText));
+        return textOutcome(`replaced ${occurrences} occurrence(s) in ${root.display(file.real)}`);
+      });
     },
   };
-}
-
-/** `target` is already a real path; O_NOFOLLOW refuses a symlink swapped in since the check. */
-async function writeNoFollow(target: string, content: string): Promise<void> {
-  const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW;
-  const handle = await open(target, flags, 0o644);
-  try {
-    await handle.writeFile(content, 'utf8');
-  } finally {
-    await handle.close();
-  }
 }

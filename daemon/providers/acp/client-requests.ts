@@ -10,7 +10,8 @@ import type { RunHost } from '../../provider.js';
 import type { ResolvedAcpConfig } from './config.js';
 import { allowOutcome, cancelledOutcome, denyOutcome, outsideWorkspace } from './permission-policy.js';
 import type { Turn } from './turn.js';
-import { WorkspaceFsError, type WorkspaceFs } from './workspace-fs.js';
+import { WorkspaceError } from '../../workspace/workspace-error.js';
+import type { WorkspaceFs } from './workspace-fs.js';
 
 export interface ClientRequestContext {
   readonly config: ResolvedAcpConfig;
@@ -138,7 +139,7 @@ async function askHost(
 
 /** File errors as JSON-RPC errors: -32002 missing, -32602 refused, -32603 anything else. */
 function toRequestError(error: unknown): unknown {
-  if (!(error instanceof WorkspaceFsError)) return error;
+  if (!(error instanceof WorkspaceError)) return error;
   switch (error.kind) {
     case 'not-found':
       return new acp.RequestError(-32002, error.message);
@@ -147,6 +148,8 @@ function toRequestError(error: unknown): unknown {
     case 'invalid-path':
     case 'outside-root':
     case 'not-a-file':
+    case 'not-a-directory':
+    case 'hard-linked':
     case 'too-large':
       return new acp.RequestError(-32602, error.message);
     default: {

@@ -12,7 +12,7 @@ import { STRUCTURED_OUTPUT_INSTRUCTION, STRUCTURED_OUTPUT_TOOL, StructuredCaptur
 import type { AgentTool } from '../../agent/tools/tool.js';
 import { compileToolFilter, UnknownToolNameError } from '../../agent/tools/tool-filter.js';
 import { ToolRegistry, ToolSchemaError } from '../../agent/tools/tool-registry.js';
-import { WorkspaceRoot } from '../../agent/tools/workspace-root.js';
+import { Workspace } from '../../workspace/workspace.js';
 import { BUILTIN_TOOL_NAMES, workspaceTools } from '../../agent/tools/workspace-tools.js';
 import type { InProcessProviderOptions } from './in-process-options.js';
 
@@ -37,7 +37,7 @@ export async function prepareChild(
     });
   }
   const system = systemPrompt(providerName, request, options);
-  const root = await WorkspaceRoot.open(request.parent.cwd).catch((error: unknown) => {
+  const root = await Workspace.open(request.parent.cwd).catch((error: unknown) => {
     throw new SubagentError('INVALID_REQUEST', `parent.cwd cannot be used as the workspace: ${(error as Error).message}`, {
       field: '/parent/cwd',
     });

@@ -15,7 +15,7 @@ import { SessionLog, sessionFilePath } from '../../agent/session/session-log.js'
 import { readSessionFile } from '../../agent/session/session-reader.js';
 import { compileToolFilter } from '../../agent/tools/tool-filter.js';
 import { ToolRegistry } from '../../agent/tools/tool-registry.js';
-import { WorkspaceRoot } from '../../agent/tools/workspace-root.js';
+import { Workspace } from '../../workspace/workspace.js';
 import { BUILTIN_TOOL_NAMES, workspaceTools } from '../../agent/tools/workspace-tools.js';
 import type { InProcessProviderOptions } from './in-process-options.js';
 
@@ -33,7 +33,7 @@ export async function restoreChild(provider: string, childId: string, context: R
     session.append({ type: 'turn/end', reason: 'interrupted', diagnostic: 'the daemon stopped during this turn' });
     await session.close();
   }
-  const root = await WorkspaceRoot.open(header.cwd).catch((error: unknown) => {
+  const root = await Workspace.open(header.cwd).catch((error: unknown) => {
     throw new SubagentError('RUN_STATE', `the child's workspace ${header.cwd} is gone: ${(error as Error).message}`);
   });
   const listed = context.toolFilter ? ('allow' in context.toolFilter ? context.toolFilter.allow : context.toolFilter.deny) : [];
