@@ -15,7 +15,7 @@ export const MAX_QUERY_CHARS = 256;
 /** Longer lines are matched on their first this-many characters (minified files, data dumps). */
 export const MAX_MATCHED_LINE_CHARS = 4096;
 /** Work between two turns of the event loop. Measured, not asserted: see docs/security.md. */
-const SLICE_MS = 5;
+const SLICE_MS = 2;
 
 export interface LineMatcher {
   test(line: string): boolean;
