@@ -114,6 +114,20 @@ describe('Workspace', () => {
     expect(existsSync(join(outside, 'd'))).toBe(false);
   });
 
+  it('reads at most the bound asked for, whatever the file grew to after it was opened', async () => {
+    const { root } = await dirs();
+    await writeFile(join(root, 'f.txt'), 'abc');
+    const ws = await Workspace.open(root);
+    await withFile(ws, 'f.txt', 'read', async (file) => {
+      expect(file.size).toBe(3);
+      await writeFile(join(root, 'f.txt'), 'x'.repeat(100));
+      const head = await file.readHead(10);
+      expect([head.bytes.toString(), head.truncated]).toEqual(['x'.repeat(10), true]);
+      expect(await kindOf(file.readText(50, 'f.txt'))).toBe('too-large');
+      expect((await file.readText(100, 'f.txt')).length).toBe(100);
+    });
+  });
+
   it('holds while another process swaps a folder for a symlink to outside (a path changed after the check)', async () => {
     const { root, outside } = await dirs();
     await writeFile(join(outside, 'f.txt'), 'outside original');

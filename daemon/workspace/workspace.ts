@@ -252,11 +252,18 @@ export class WorkspaceFile {
     readonly size: number,
   ) {}
 
-  /** At most `max` bytes from the start, and whether there was more. */
+  /** At most `max` bytes from the start, and whether there was more. Sized by the file, not by `max`. */
   async readHead(max: number): Promise<{ bytes: Buffer; truncated: boolean }> {
-    const buffer = Buffer.alloc(max + 1);
+    let buffer = Buffer.allocUnsafe(Math.min(max, this.size) + 1);
     let filled = 0;
-    while (filled < buffer.length) {
+    for (;;) {
+      if (filled === buffer.length) {
+        if (buffer.length > max) break;
+        // The file grew since fstat: grow up to one byte past `max`, enough to tell it was cut.
+        const grown = Buffer.allocUnsafe(Math.min(max + 1, buffer.length * 2));
+        buffer.copy(grown, 0, 0, filled);
+        buffer = grown;
+      }
       const { bytesRead } = await this.handle.read(buffer, filled, buffer.length - filled, filled);
       if (bytesRead === 0) break;
       filled += bytesRead;
