@@ -120,23 +120,31 @@ describe('search_text on a shared daemon', () => {
     );
   });
 
-  it('reads around a FIFO in the workspace, and the daemon still exits on SIGTERM', async () => {
+  it('refuses a FIFO in the workspace without blocking, and the daemon still exits on SIGTERM', async () => {
     const owner = await clients.connect(daemon.socket);
+    const results: string[] = [];
     const run = runs.track(
       (await owner.start('spawn', {
         prompt: [{ type: 'text', text: 'look' }],
         parent: { sessionId: 'fifo-e2e', cwd: workspace },
         signal: new AbortController().signal,
+        onEvent: (event: RunEvent) => {
+          if (event.kind === 'session' && event.event.type === 'tool/result') {
+            results.push(event.event.content.map((b) => (b.type === 'text' ? b.text : '')).join(''));
+          }
+        },
         agentOptions: {
           model: scripted([
             { toolCalls: [{ name: 'read_file', arguments: { path: 'pipe' } }] },
-            { toolCalls: [{ name: 'search_text', arguments: { query: 'needle' } }] },
+            { toolCalls: [{ name: 'search_text', arguments: { query: 'needle', path: 'pipe' } }] },
+            { toolCalls: [{ name: 'search_text', arguments: { query: 'needle', path: 'notes.txt' } }] },
             { text: 'done' },
           ]),
         },
       })) as RemoteSubagentRun,
     );
     expect((await run.result).stopReason).toBe('completed');
+    expect(results).toEqual(['read_file failed: pipe is not a regular file', 'search_text failed: pipe is not a regular file', 'notes.txt:1: the needle']);
     await runs.disposeAll();
     await clients.closeAll();
     await daemon.stop();
