@@ -16,7 +16,12 @@ export function createBuiltinProviders(
   const inProcess: InProcessProviderOptions = {
     sessionsDir: stateFiles(stateDir).sessions,
     resolveModel: createModelResolver(config.model, env),
-    policy: { write: config.tools?.write ?? false, shell: config.tools?.shell ?? false, ...(config.tools?.shellTimeoutMs !== undefined && { shellTimeoutMs: config.tools.shellTimeoutMs }) },
+    policy: {
+      write: config.tools?.write ?? false,
+      shell: config.tools?.shell ?? false,
+      ...(config.tools?.shellTimeoutMs !== undefined && { shellTimeoutMs: config.tools.shellTimeoutMs }),
+      ...(config.tools?.shellNetwork !== undefined && { shellNetwork: config.tools.shellNetwork }),
+    },
     log,
     ...(config.persona !== undefined && { defaultPersona: config.persona }),
     ...(config.personaVars !== undefined && { personaVars: config.personaVars }),

@@ -39,7 +39,7 @@ export interface DaemonConfig {
     readonly stepTimeoutMs?: number;
     readonly maxRetries?: number;
   };
-  readonly tools?: { readonly write?: boolean; readonly shell?: boolean; readonly shellTimeoutMs?: number };
+  readonly tools?: { readonly write?: boolean; readonly shell?: boolean; readonly shellTimeoutMs?: number; readonly shellNetwork?: boolean };
   readonly persona?: string;
   readonly personaVars?: Record<string, string>;
   readonly maxSteps?: number;
@@ -112,7 +112,7 @@ const schema = {
     tools: {
       type: 'object',
       additionalProperties: false,
-      properties: { write: { type: 'boolean' }, shell: { type: 'boolean' }, shellTimeoutMs: positiveInt },
+      properties: { write: { type: 'boolean' }, shell: { type: 'boolean' }, shellTimeoutMs: positiveInt, shellNetwork: { type: 'boolean' } },
     },
     limits: {
       type: 'object',

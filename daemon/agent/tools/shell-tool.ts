@@ -1,21 +1,28 @@
 /**
  * `run_shell`, offered only when the policy enables it. The command runs in the workspace root
  * with an environment built from the start request's `env` alone (plus a minimal PATH): the
- * daemon's own environment, which may hold credentials, never reaches it. The whole process
- * group is killed on timeout or cancellation.
+ * daemon's own environment, which may hold credentials, never reaches it. When bubblewrap is
+ * installed the command runs in its sandbox (shell-sandbox.ts: only the workspace writable, no
+ * network unless the policy allows it). The whole process group is killed on timeout or
+ * cancellation.
  */
 import { spawn } from 'node:child_process';
-import { textOutcome, type AgentTool, type ToolOutcome } from './tool.js';
 import type { Workspace } from '../../workspace/workspace.js';
+import { findWorkingBwrap, shellLaunch, type ShellLaunch } from './shell-sandbox.js';
+import { textOutcome, type AgentTool, type ToolOutcome } from './tool.js';
 
 export const DEFAULT_SHELL_TIMEOUT_MS = 60_000;
 const MINIMAL_PATH = '/usr/local/bin:/usr/bin:/bin';
 const MAX_STREAM_BYTES = 64 * 1024;
 
+/** Looked for once per daemon: whether bwrap works here does not change while it runs. */
+let bwrapFound: Promise<string | undefined> | undefined;
+
 export function runShellTool(
   root: Workspace,
   env: Readonly<Record<string, string>>,
   maxTimeoutMs = DEFAULT_SHELL_TIMEOUT_MS,
+  network = false,
 ): AgentTool {
   return {
     name: 'run_shell',
@@ -29,16 +36,18 @@ export function runShellTool(
       required: ['command'],
       additionalProperties: false,
     },
-    execute(args, ctx) {
+    async execute(args, ctx) {
       const { command, timeoutMs } = args as { command: string; timeoutMs?: number };
       const limit = Math.min(timeoutMs ?? maxTimeoutMs, maxTimeoutMs);
-      return runCommand(command, root.real, { PATH: MINIMAL_PATH, ...env }, limit, ctx.signal);
+      bwrapFound ??= findWorkingBwrap();
+      const launch = shellLaunch(command, root.real, await bwrapFound, network);
+      return runCommand(launch, root.real, { PATH: MINIMAL_PATH, ...env }, limit, ctx.signal);
     },
   };
 }
 
 function runCommand(
-  command: string,
+  launch: ShellLaunch,
   cwd: string,
   env: Record<string, string>,
   timeoutMs: number,
@@ -46,7 +55,7 @@ function runCommand(
 ): Promise<ToolOutcome> {
   return new Promise((resolve) => {
     if (signal.aborted) return resolve(textOutcome('cancelled before the command started', true));
-    const child = spawn('/bin/sh', ['-c', command], { cwd, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(launch.file, launch.args, { cwd, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
     const stdout = new CappedText();
     const stderr = new CappedText();
     child.stdout.on('data', (chunk: Buffer) => stdout.add(chunk));
@@ -66,7 +75,8 @@ function runCommand(
     const finish = (headline: string, isError: boolean): void => {
       clearTimeout(timer);
       signal.removeEventListener('abort', onAbort);
-      const text = `${headline}\n--- stdout ---\n${stdout.text()}\n--- stderr ---\n${stderr.text()}`;
+      const where = launch.sandboxed ? 'sandboxed: only the workspace is writable' : 'not sandboxed';
+      const text = `${headline} (${where})\n--- stdout ---\n${stdout.text()}\n--- stderr ---\n${stderr.text()}`;
       resolve(textOutcome(text, isError));
     };
     child.on('error', (error) => finish(`failed to start: ${error.message}`, true));

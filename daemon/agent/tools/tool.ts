@@ -26,6 +26,8 @@ export interface ToolPolicy {
   readonly shell: boolean;
   /** Upper bound on one `run_shell` command (default 60 s). */
   readonly shellTimeoutMs?: number;
+  /** Whether a sandboxed `run_shell` may use the network (default: no network). */
+  readonly shellNetwork?: boolean;
 }
 
 export function textOutcome(text: string, isError = false): ToolOutcome {
