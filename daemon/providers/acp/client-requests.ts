@@ -51,7 +51,7 @@ export function buildClientApp(ctx: ClientRequestContext): acp.ClientApp {
         return {};
       } catch (error) {
         // A refused write is part of the run's truth: the result's diagnostic lists it.
-        if (error instanceof WorkspaceFsError && error.kind !== 'not-found' && error.kind !== 'io') {
+        if (error instanceof WorkspaceError && error.kind !== 'not-found' && error.kind !== 'io') {
           ctx.currentTurn()?.noteDenial(`write ${JSON.stringify(params.path)} refused: ${error.message}`);
         }
         throw toRequestError(error);
