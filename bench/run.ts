@@ -1,7 +1,9 @@
 /**
  * `npm run bench`: every benchmark in one run, printed as tables and written to BENCHMARKS.md.
  * Each section is bounded in time, and everything it starts is torn down even when it fails.
- * `node dist/bench/run.js wire children` runs only the named sections (and writes no file).
+ * `node dist/bench/run.js wire children` runs only the named sections (and writes no file);
+ * `--quick` (`npm run bench:quick`) runs every section with small budgets, in under a minute,
+ * and writes no file either: its figures are for a quick look, not for BENCHMARKS.md.
  */
 import { acpBench } from './acp.js';
 import { join } from 'node:path';
@@ -10,13 +12,17 @@ import { REPO } from './daemons.js';
 import { formatLoad, machine } from './machine.js';
 import { writeBenchmarks } from './markdown.js';
 import { poolBench } from './pool.js';
+import { startupBench } from './startup.js';
 import { Cleanup, withTimeout } from './procs.js';
 import { Report } from './report.js';
 import { wireOverhead } from './wire.js';
 import { makeWorld, type BenchWorld } from './workspace.js';
 
 const report = new Report();
-const only = process.argv.slice(2);
+const quick = process.argv.includes('--quick');
+const only = process.argv.slice(2).filter((arg) => arg !== '--quick');
+/** A budget, cut down for --quick. */
+const q = (full: number, small: number): number => (quick ? small : full);
 
 interface SectionRun {
   readonly name: string;
@@ -30,10 +36,10 @@ const sections: SectionRun[] = [
     timeoutMs: 90_000,
     run: (cleanup) =>
       wireOverhead(report, cleanup, {
-        rounds: 3,
-        latency: { warmup: 200, max: 3000, budgetMs: 2400 },
-        stdioLatency: { warmup: 200, max: 3000, budgetMs: 2400 },
-        throughputMs: 2000,
+        rounds: q(3, 1),
+        latency: { warmup: 200, max: q(3000, 800), budgetMs: q(2400, 600) },
+        stdioLatency: { warmup: 200, max: q(3000, 800), budgetMs: q(2400, 600) },
+        throughputMs: q(2000, 500),
         connections: [4, 8],
         pipelineDepth: 8,
       }),
@@ -43,33 +49,38 @@ const sections: SectionRun[] = [
     timeoutMs: 150_000,
     run: (cleanup, world) =>
       childAgents(report, cleanup, world, {
-        perRun: { warmup: 5, max: 300, budgetMs: 5000 },
-        levels: [1, 10, 100, 1000],
-        minRunsPerLevel: 40,
-        busyBudgetMs: (level) => (level >= 1000 ? 8_000 : level >= 100 ? 5_000 : 3_000),
-        scalingBudgetMs: 60_000,
+        perRun: { warmup: 5, max: q(300, 60), budgetMs: q(5000, 1500) },
+        levels: quick ? [1, 100] : [1, 10, 100, 1000],
+        minRunsPerLevel: q(40, 10),
+        busyBudgetMs: (level) => q(level >= 1000 ? 8_000 : level >= 100 ? 5_000 : 3_000, 1_500),
+        scalingBudgetMs: q(60_000, 8_000),
         connections: 4,
       }),
   },
   {
     name: 'acp',
     timeoutMs: 90_000,
-    run: (cleanup, world) => acpBench(report, cleanup, world, { starts: 6, prompts: 40, warmupPrompts: 5 }),
+    run: (cleanup, world) => acpBench(report, cleanup, world, { starts: q(6, 2), prompts: q(40, 10), warmupPrompts: 5 }),
   },
   {
     name: 'pool',
     timeoutMs: 90_000,
     run: (cleanup, world) =>
       poolBench(report, cleanup, world, {
-        levels: [1, 10, 50],
-        levelMs: 2000,
-        fairnessMs: 2500,
+        levels: quick ? [1, 50] : [1, 10, 50],
+        levelMs: q(2000, 500),
+        fairnessMs: q(2500, 800),
         fairnessPool: 4,
         slotHoldMs: 5,
         floodInFlight: 64,
         lightClients: 3,
-        slowRuns: 30,
+        slowRuns: q(30, 10),
       }),
+  },
+  {
+    name: 'startup',
+    timeoutMs: 120_000,
+    run: (cleanup) => startupBench(report, cleanup, { pairs: q(10, 3) }),
   },
 ];
 
@@ -116,7 +127,7 @@ console.log(`\nTargets:`);
 for (const v of report.verdicts) console.log(`  ${v.met ? 'met   ' : 'MISSED'}  ${v.target}: ${v.measured}`);
 if (report.failures.length > 0) console.log(`${report.failures.length} section(s) failed; see above.`);
 console.log(`Done in ${duration.toFixed(0)} s; load average now ${formatLoad()}.`);
-if (only.length === 0 && !interrupted) {
+if (only.length === 0 && !quick && !interrupted) {
   const path = join(REPO, 'BENCHMARKS.md');
   writeBenchmarks(path, report, host, formatLoad(), duration);
   console.log(`Wrote ${path}`);
