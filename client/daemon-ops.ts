@@ -11,6 +11,7 @@ import {
   type AttachResult,
   type InspectResult,
   type RunsListParams,
+  type RunsListResult,
   type RunInfo,
   type ShutdownParams,
   type StatusResult,
@@ -40,8 +41,14 @@ export class DaemonOps {
     return this.channel.request(StatusRequest, {}, { validateAs: 'daemon/status#result', ...this.timeout });
   }
 
-  async runs(filter: RunsListParams = {}): Promise<RunInfo[]> {
-    return (await this.channel.request(RunsListRequest, filter, { validateAs: 'runs/list#result', ...this.timeout })).runs;
+  /** Every run matching `filter`, newest first (one request; use `runsPage` for large indexes). */
+  async runs(filter: Omit<RunsListParams, 'limit' | 'cursor'> = {}): Promise<RunInfo[]> {
+    return (await this.runsPage(filter)).runs;
+  }
+
+  /** One page of `runs/list`: pass `nextCursor` back as `cursor` for the next. */
+  runsPage(params: RunsListParams): Promise<RunsListResult> {
+    return this.channel.request(RunsListRequest, params, { validateAs: 'runs/list#result', ...this.timeout });
   }
 
   /** The run's record; its session too when this connection owns it or `runToken` proves ownership. */

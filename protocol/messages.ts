@@ -154,12 +154,22 @@ export interface RunInfo {
   readonly diagnostic?: string;
 }
 
+/** Filters and paging of `runs/list`. Runs come newest first; without `limit`, all of them. */
 export interface RunsListParams {
   readonly state?: RunState;
   readonly provider?: string;
+  /** Only the asking connection's runs (true) or only others' (false). */
+  readonly mine?: boolean;
+  /** Only runs started at or after this ISO-8601 time. */
+  readonly since?: string;
+  readonly limit?: number;
+  /** `nextCursor` of the previous page. */
+  readonly cursor?: string;
 }
 export interface RunsListResult {
   readonly runs: RunInfo[];
+  /** Present when more runs match: pass it as `cursor` for the next page. */
+  readonly nextCursor?: string;
 }
 export const RunsListRequest = new RequestType<RunsListParams, RunsListResult, SubagentErrorData>('runs/list');
 

@@ -217,7 +217,14 @@ export const requestSchemas = {
   'run/attach': obj({ runId, runToken: nonEmpty(256) }, ['runId', 'runToken']),
   'run/sendMessage': obj({ runId, content }, ['runId', 'content']),
   'run/resume': obj({ runId, prompt: content, stream: { type: 'boolean' } }, ['runId', 'prompt']),
-  'runs/list': obj({ state: { enum: ['starting', 'running', 'settled', 'disposed'] }, provider: nonEmpty(128) }),
+  'runs/list': obj({
+    state: { enum: ['starting', 'running', 'settled', 'disposed'] },
+    provider: nonEmpty(128),
+    mine: { type: 'boolean' },
+    since: str(64),
+    limit: { type: 'integer', minimum: 1, maximum: 100_000 },
+    cursor: nonEmpty(256),
+  }),
   'daemon/status': obj({}),
   'daemon/shutdown': obj({ drain: { type: 'boolean' }, timeoutMs: { type: 'integer', minimum: 0, maximum: 86_400_000 } }),
   /** Replies to daemon → client requests. */
@@ -273,7 +280,7 @@ export const clientInboundSchemas = {
     },
     ['runId', 'event'],
   ),
-  'runs/list#result': obj({ runs: arr(runInfo, 1_000_000) }, ['runs'], true),
+  'runs/list#result': obj({ runs: arr(runInfo, 1_000_000), nextCursor: nonEmpty(256) }, ['runs'], true),
   'run/inspect#result': obj({ run: runInfo, header: { type: 'object' }, events: arr(sessionEvent, 1_000_000) }, ['run']),
   'daemon/status#result': obj(
     {

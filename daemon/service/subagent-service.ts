@@ -19,6 +19,8 @@ import {
   type RunEventParams,
   type RunInfo,
   type RunState,
+  type RunsListParams,
+  type RunsListResult,
   type SessionEvent,
   type SessionHeader,
   type StartParams,
@@ -33,6 +35,7 @@ import type { IndexedRun, RunIndex } from '../store/run-index.js';
 import { AdmissionQueue, DEFAULT_ADMISSION_LIMITS, type AdmissionLimits, type Release } from './admission-queue.js';
 import { ProviderRegistry } from './provider-registry.js';
 import { checkStartRequest, childDepth } from './start-checks.js';
+import { pageOfRuns, type ListedRun } from './run-listing.js';
 
 /** The connection a run belongs to, as the service sees it. */
 export interface RunOwner {
@@ -489,17 +492,27 @@ export class SubagentService {
     return record;
   }
 
-  list(asker: RunOwner, filter: { state?: RunState; provider?: string } = {}): RunInfo[] {
-    const out: RunInfo[] = [];
-    const matches = (state: RunState, provider: string): boolean =>
-      (!filter.state || state === filter.state) && (!filter.provider || provider === filter.provider);
-    for (const record of this.runs.values()) if (matches(record.state, record.provider)) out.push(info(record, asker));
-    for (const stored of this.index?.all() ?? []) {
-      if (this.runs.has(stored.runId)) continue;
+  /** Runs of this daemon and of the ones before it, newest first, a page at a time (run-listing.ts). */
+  list(asker: RunOwner, params: RunsListParams = {}): RunsListResult {
+    return pageOfRuns(this.newestFirst(asker), params);
+  }
+
+  private *newestFirst(asker: RunOwner): Generator<ListedRun> {
+    // Every run has an index record from its start on (without a state dir there is no index, and
+    // only this daemon's runs); the live record, when there is one, is the truth.
+    const order = this.index?.all() ?? [...this.runs.values()];
+    for (let at = order.length - 1; at >= 0; at--) {
+      const runId = order[at]!.runId;
+      const live = this.runs.get(runId);
+      if (live) {
+        yield { runId, state: live.state, provider: live.provider, startedAt: live.startedAt, mine: live.owner === asker, info: () => info(live, asker) };
+        continue;
+      }
+      const stored = this.index?.get(runId);
+      if (!stored) continue;
       const state = storedState(stored);
-      if (matches(state, stored.provider)) out.push(runInfo(stored, state, false));
+      yield { runId, state, provider: stored.provider, startedAt: stored.startedAt, mine: false, info: () => runInfo(stored, state, false) };
     }
-    return out;
   }
 
   /** Anyone may see a run's record; its session (prompts, tool arguments) only its owner, or the token's holder. */
