@@ -66,8 +66,7 @@ export class Workspace {
 
   /** Whether a real (symlink-free) path lies inside the root. */
   contains(realPath: string): boolean {
-    const rel = relative(this.real, realPath);
-    return rel === '' || (rel !== '..' && !rel.startsWith(`..${sep}`) && !isAbsolute(rel));
+    return isInside(this.real, realPath);
   }
 
   /** The path relative to the real root, for messages the model reads. */
@@ -292,6 +291,15 @@ export class WorkspaceFile {
   close(): Promise<void> {
     return this.handle.close();
   }
+}
+
+/**
+ * The containment test on real paths: `path` is `root` or below it. A sibling that merely starts
+ * with the same characters (`/ws-other` for `/ws`) is outside.
+ */
+export function isInside(root: string, path: string): boolean {
+  const rel = relative(root, path);
+  return rel === '' || (rel !== '..' && !rel.startsWith(`..${sep}`) && !isAbsolute(rel));
 }
 
 /** Opens, runs `use`, and always closes. */
