@@ -74,6 +74,7 @@ describe('Workspace', () => {
       expect(await kindOf(ws.openFile('.', mode)), mode).toBe('not-a-file');
     }
     expect(await kindOf(ws.openFile('/dev/null', 'read'))).toBe('outside-root');
+    expect(await kindOf(ws.listDirectory('pipe'))).toBe('not-a-directory');
   });
 
   it('never writes through a hard link, and reads one only when every link is inside', async () => {

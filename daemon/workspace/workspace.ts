@@ -48,6 +48,8 @@ const OPEN_FLAGS: Record<OpenMode, number> = {
   create: constants.O_RDWR | constants.O_CREAT,
 };
 const SAFE_FLAGS = constants.O_NOFOLLOW | constants.O_NONBLOCK | O_NOCTTY;
+// O_NONBLOCK too: a FIFO swapped in for a directory must not block before ENOTDIR.
+const DIRECTORY_FLAGS = constants.O_RDONLY | O_DIRECTORY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
 const PROC_FD = '/proc/self/fd';
 
 export class Workspace {
@@ -66,8 +68,7 @@ export class Workspace {
 
   /** Whether a real (symlink-free) path lies inside the root. */
   contains(realPath: string): boolean {
-    const rel = relative(this.real, realPath);
-    return rel === '' || (rel !== '..' && !rel.startsWith(`..${sep}`) && !isAbsolute(rel));
+    return isInside(this.real, realPath);
   }
 
   /** The path relative to the real root, for messages the model reads. */
@@ -120,7 +121,7 @@ export class Workspace {
   /** Lists a directory inside the workspace (entries of the directory actually opened). */
   async listDirectory(path: string): Promise<{ real: string; entries: Dirent[] }> {
     const real = await this.realInside(this.lexical(path), path);
-    const handle = await open(real, constants.O_RDONLY | O_DIRECTORY | constants.O_NOFOLLOW).catch((error: unknown) => {
+    const handle = await open(real, DIRECTORY_FLAGS).catch((error: unknown) => {
       throw errnoOf(error) === 'ENOTDIR' ? new WorkspaceError('not-a-directory', `${path} is not a directory`) : fsError(path, error);
     });
     try {
@@ -193,7 +194,7 @@ export class Workspace {
         throw fsError(shown, error);
       });
     }
-    const dirHandle = await open(dir, constants.O_RDONLY | O_DIRECTORY | constants.O_NOFOLLOW).catch((error: unknown) => {
+    const dirHandle = await open(dir, DIRECTORY_FLAGS).catch((error: unknown) => {
       throw fsError(shown, error);
     });
     try {
@@ -292,6 +293,15 @@ export class WorkspaceFile {
   close(): Promise<void> {
     return this.handle.close();
   }
+}
+
+/**
+ * The containment test on real paths: `path` is `root` or below it. A sibling that merely starts
+ * with the same characters (`/ws-other` for `/ws`) is outside.
+ */
+export function isInside(root: string, path: string): boolean {
+  const rel = relative(root, path);
+  return rel === '' || (rel !== '..' && !rel.startsWith(`..${sep}`) && !isAbsolute(rel));
 }
 
 /** Opens, runs `use`, and always closes. */

@@ -7,8 +7,9 @@
  * an edit that names no location cannot be confined, so it is refused.
  */
 import { realpathSync } from 'node:fs';
-import { dirname, isAbsolute, relative, resolve, sep } from 'node:path';
+import { dirname, isAbsolute, relative, resolve } from 'node:path';
 import type { PermissionOption, RequestPermissionOutcome, ToolCallUpdate } from '@agentclientprotocol/sdk';
+import { isInside } from '../../workspace/workspace.js';
 
 const CANCELLED: RequestPermissionOutcome = { outcome: 'cancelled' };
 
@@ -46,13 +47,8 @@ export function outsideWorkspace(toolCall: ToolCallUpdate, root: string): string
   const paths = (toolCall.locations ?? []).map((location) => location.path);
   if (paths.length === 0 && WRITING_KINDS.has(kind)) return `an "${kind}" tool call that names no file`;
   const realRoot = realOrSelf(root);
-  const escaped = paths.find((path) => typeof path !== 'string' || !isAbsolute(path) || !inside(realRoot, realNearest(path)));
+  const escaped = paths.find((path) => typeof path !== 'string' || !isAbsolute(path) || !isInside(realRoot, realNearest(path)));
   return escaped === undefined ? undefined : `${JSON.stringify(escaped)} is outside the workspace ${root}`;
-}
-
-function inside(root: string, path: string): boolean {
-  const rel = relative(root, path);
-  return rel === '' || (!rel.startsWith(`..${sep}`) && rel !== '..' && !isAbsolute(rel));
 }
 
 function realOrSelf(path: string): string {
