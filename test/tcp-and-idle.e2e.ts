@@ -25,10 +25,18 @@ function freePort(): Promise<number> {
   });
 }
 
+/** The daemon opens TCP after its unix socket (which startDaemon waits for): retry a refused dial. */
 async function tcpPeer(port: number): Promise<RawPeer> {
-  const socket = createConnection(port, '127.0.0.1');
-  await new Promise((resolve) => socket.once('connect', resolve));
-  return RawPeer.fromSocket(socket);
+  for (let attempt = 0; ; attempt++) {
+    const socket = createConnection(port, '127.0.0.1');
+    const error = await new Promise<Error | undefined>((resolve) => {
+      socket.once('connect', () => resolve(undefined));
+      socket.once('error', resolve);
+    });
+    if (error === undefined) return RawPeer.fromSocket(socket);
+    if (attempt >= 200) throw error;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
 }
 
 it('TCP requires the bearer token and refuses every method before initialize', async () => {

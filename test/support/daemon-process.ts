@@ -5,6 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createConnection } from 'node:net';
 import { join, resolve } from 'node:path';
 
 export const REPO = resolve(import.meta.dirname, '..', '..');
@@ -20,6 +21,17 @@ export interface DaemonProcess {
   stderr(): string;
   /** SIGTERM, wait for exit (SIGKILL after 5 s), remove the temp dir. */
   stop(): Promise<void>;
+}
+
+/** Whether a connect to the unix socket is accepted now. */
+function accepts(socket: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const probe = createConnection(socket, () => {
+      probe.destroy();
+      resolve(true);
+    });
+    probe.once('error', () => resolve(false));
+  });
 }
 
 export function makeTempDir(prefix = 'subagentd-test-'): string {
@@ -73,10 +85,12 @@ async function launch(
   let err = '';
   proc.stderr?.on('data', (d: Buffer) => (err += d.toString()));
   const exited = new Promise<void>((res) => proc.once('exit', () => res()));
-  // A killed predecessor leaves its socket and token behind: wait for this daemon's own token.
+  // A killed predecessor leaves its socket and token behind: wait for this daemon's own token,
+  // then for a connect to be accepted (the token is written before the socket listens).
   const fresh = (): boolean => existsSync(socket) && existsSync(`${socket}.token`) && statSync(`${socket}.token`).mtimeMs >= spawnedAt - 5;
   try {
     await waitFor(() => fresh() || proc.exitCode !== null, 10_000, () => `daemon did not listen: ${err}`);
+    while (proc.exitCode === null && !(await accepts(socket))) await new Promise((resolve) => setTimeout(resolve, 10));
     if (proc.exitCode !== null) throw new Error(`daemon exited ${proc.exitCode}: ${err}`);
   } catch (error) {
     proc.kill('SIGKILL');
