@@ -47,7 +47,7 @@ export interface DaemonOptions {
   readonly detachGraceMs?: number;
   /** The shared concurrency budget (see admission-queue.ts). */
   readonly admission?: Partial<AdmissionLimits>;
-  /** Cap on one run's output and on its event stream (protocol/output-cap.ts; default 4 MiB). */
+  /** Cap on one run's output and on its event stream (protocol/output-cap.ts; default 2 MiB). */
   readonly maxOutputBytes?: number;
 }
 

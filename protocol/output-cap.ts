@@ -11,7 +11,7 @@
 /** The largest text block either side accepts (a run's output, a delta, a tool argument). */
 export const MAX_TEXT_BYTES = 16 * 1024 * 1024;
 /** Default cap on a run's output and, separately, on the bytes of its event stream. */
-export const DEFAULT_MAX_OUTPUT_BYTES = 4 * 1024 * 1024;
+export const DEFAULT_MAX_OUTPUT_BYTES = 2 * 1024 * 1024;
 /** Default cap on the output kept in a run's stored record (the run index line). */
 export const DEFAULT_MAX_STORED_OUTPUT_BYTES = 256 * 1024;
 /** Appended where text was cut. */

@@ -22,7 +22,9 @@ it('an end over the text cap rejects run.result with INVALID_REQUEST naming the 
   const logger = captureLogger();
   service = await connect({ socket: daemon.socketPath, logger });
   const ends: unknown[] = [];
-  service.on('subagent/end', (event) => ends.push(event));
+  service.on('subagent/end', (event) => {
+    ends.push(event);
+  });
   const run = await service.start('spawn', {
     prompt: [{ type: 'text', text: 't' }],
     signal: new AbortController().signal,
