@@ -2,7 +2,8 @@
  * A run's output, its event stream and its stored record are bounded (issue #10 item 8a): an ACP
  * agent floods 3 MiB of text into a daemon capped at 1 MiB. The answer and the stream each stop
  * at the cap with the protocol's one marker, the diagnostic names both cuts, and the run index
- * keeps at most its stored cap of the output, also marked.
+ * keeps at most its stored cap of the output, also marked. An in-process child whose model
+ * streams 3 MiB in one step is cut the same way, and its step holds no more than the cap.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -15,6 +16,7 @@ import {
 } from '../protocol/index.js';
 import type { DaemonProcess } from './support/daemon-process.js';
 import { RAW_AGENT } from './fixtures/acp-harness.js';
+import { chunk, startChatCompletionsServer } from './support/chat-completions-server.js';
 import { ClientPool, startE2eDaemon } from './support/e2e-daemon.js';
 
 const CAP = 1024 * 1024;
@@ -69,4 +71,44 @@ it('caps the output and the event stream with one marker, names both cuts, and c
   const settled = mine.map((line) => JSON.parse(line) as { result?: { output: Array<{ text: string }>; diagnostic: string } }).find((r) => r.result);
   expect(settled?.result?.output[0]?.text.endsWith(TRUNCATION_MARKER)).toBe(true);
   expect(settled?.result?.diagnostic).toContain(truncationNote('stored output', DEFAULT_MAX_STORED_OUTPUT_BYTES));
+});
+
+it('an in-process child: the model step holds at most the cap (one chunk over), and the result is cut the same way', { timeout: 30_000 }, async () => {
+  const server = await startChatCompletionsServer();
+  const PIECE = 'y'.repeat(64 * 1024);
+  server.enqueue({
+    type: 'stream',
+    steps: [
+      { data: chunk({ role: 'assistant', content: '' }) },
+      ...Array.from({ length: FLOOD / PIECE.length }, () => ({ data: chunk({ content: PIECE }) })),
+      { data: chunk({ content: '' }, { finish_reason: 'stop' }) },
+      { done: true },
+    ],
+  });
+  const model = { baseUrl: server.baseUrl, apiKeyEnv: 'CAP_TEST_KEY', default: 'test-model', maxRetries: 0 };
+  const inProcess = await startE2eDaemon({ limits: { maxOutputBytes: CAP }, model }, { CAP_TEST_KEY: 'k' });
+  try {
+    const service = await clients.connect(inProcess.socket);
+    const run = await service.start('spawn', {
+      prompt: [{ type: 'text', text: 'flood' }],
+      signal: new AbortController().signal,
+      parent: { sessionId: 'p', cwd: inProcess.dir },
+    });
+    const result = await run.result;
+    const text = result.output[0]?.type === 'text' ? result.output[0].text : '';
+    expect(result.stopReason).toBe('completed');
+    expect(Buffer.byteLength(text)).toBeLessThanOrEqual(CAP);
+    expect(text.endsWith(TRUNCATION_MARKER)).toBe(true);
+    expect(result.diagnostic).toBe(truncationNote('output', CAP));
+    // The session log's assistant message: the adapter stopped holding text one chunk past the cap.
+    const inspected = await service.ops.inspect(run.id);
+    const said = inspected.events?.find((e) => e.type === 'assistant/message');
+    const held = said?.type === 'assistant/message' && said.content[0]?.type === 'text' ? said.content[0].text.length : -1;
+    expect(held).toBeGreaterThan(CAP);
+    expect(held).toBeLessThanOrEqual(CAP + PIECE.length + 1);
+    await run.dispose();
+  } finally {
+    await inProcess.stop();
+    await server.close();
+  }
 });
