@@ -6,6 +6,7 @@
  * it from the result as well as from the marker.
  */
 import { capBlocks, truncationNote, TRUNCATION_MARKER, type RunEvent, type SubagentResult } from '../../protocol/index.js';
+import { boundDiagnostic } from '../agent/diagnostic.js';
 
 export class StreamBudget {
   private used = 0;
@@ -34,6 +35,7 @@ export class StreamBudget {
 export function boundedResult(result: SubagentResult, capBytes: number, streamCut: boolean): SubagentResult {
   const output = capBlocks(result.output, capBytes);
   if (!output.truncated && !streamCut) return result;
-  const notes = [result.diagnostic, output.truncated ? truncationNote('output', capBytes) : undefined, streamCut ? truncationNote('event stream', capBytes) : undefined];
-  return { ...result, output: output.blocks, diagnostic: notes.filter((note) => note !== undefined && note !== '').join('; ') };
+  // The cuts first: bounding the diagnostic to its 4 KiB must never drop what was cut.
+  const notes = [output.truncated ? truncationNote('output', capBytes) : undefined, streamCut ? truncationNote('event stream', capBytes) : undefined, result.diagnostic];
+  return { ...result, output: output.blocks, diagnostic: boundDiagnostic(notes.filter((note) => note !== undefined && note !== '').join('; ')) };
 }
