@@ -32,6 +32,7 @@ import {
   type ProviderDescriptor,
   type RunEvent,
   type StartParams,
+  type ValidationFailure,
   type StartResult,
   type SubagentResult,
   type SubagentRun,
@@ -47,6 +48,7 @@ import { RunRecord } from './run-record.js';
 import { RunTable } from './run-table.js';
 import { serveDaemonRequests } from './daemon-requests.js';
 import { backoffDelay, Pause, type ReconnectPolicy } from './reconnect.js';
+import { invalidFromDaemon } from './wire-errors.js';
 import type {
   ClientLogger,
   ClientProvider,
@@ -581,15 +583,35 @@ export class RemoteSubagentService {
       this.directory.removed(name),
     );
     channel.onNotification(StartNotification, 'subagent/start', (params) => this.events.emit('subagent/start', params));
-    channel.onNotification(EndNotification, 'subagent/end', (params) => {
-      const { result: _result, error: _error, ...event } = params;
-      void this.whenKnown(params.runId, (record) => record.ended(params));
-      this.events.emit('subagent/end', event);
-    });
+    channel.onNotification(
+      EndNotification,
+      'subagent/end',
+      (params) => {
+        const { result: _result, error: _error, ...event } = params;
+        void this.whenKnown(params.runId, (record) => record.ended(params));
+        this.events.emit('subagent/end', event);
+      },
+      (params, failure) => this.invalidEnd(params, failure),
+    );
     channel.onNotification(RunEventNotification, 'run/event', (params) =>
       this.whenKnown(params.runId, (record) => record.deliver(params.event)),
     );
     serveDaemonRequests(channel, this.runs, this.logger, this.options.onPermission);
+  }
+
+  /**
+   * A run's end that fails the inbound schema (an answer over the client's text cap, say) still
+   * ends the run: its result rejects with the reason, typed, rather than waiting for ever.
+   */
+  private invalidEnd(params: unknown, failure: ValidationFailure): void {
+    const fields = (typeof params === 'object' && params !== null ? params : {}) as Record<string, unknown>;
+    const { runId, provider, id } = fields;
+    if (typeof runId !== 'string') return;
+    const error = invalidFromDaemon(`subagent/end for run ${runId}`, failure);
+    this.whenKnown(runId, (record) => record.fail(error));
+    if (typeof provider === 'string' && typeof id === 'string') {
+      this.events.emit('subagent/end', { runId, provider, id, local: fields['local'] === true, stopReason: 'error' });
+    }
   }
 
   /** Apply to a run's record now, or once its start answer is in; unknown runs are ignored. */

@@ -16,7 +16,7 @@ import {
   type NotificationType,
   type RequestType,
 } from 'vscode-jsonrpc/node';
-import { SubagentError, validateAtClient, type ClientInbound, type SubagentErrorData } from '../protocol/index.js';
+import { SubagentError, validateAtClient, type ClientInbound, type SubagentErrorData, type ValidationFailure } from '../protocol/index.js';
 import type { Transport } from './transport.js';
 import type { ClientLogger } from './types.js';
 import { fromWire, invalidFromDaemon, toWire } from './wire-errors.js';
@@ -146,12 +146,21 @@ export class RpcChannel {
     });
   }
 
-  /** A validated notification handler: an invalid payload is logged and dropped. */
-  onNotification<P>(type: NotificationType<P>, kind: ClientInbound, handler: (params: P) => void): void {
+  /**
+   * A validated notification handler: an invalid payload is logged and dropped, unless
+   * `onInvalid` is given, for notifications that must never be lost (a run's end).
+   */
+  onNotification<P>(
+    type: NotificationType<P>,
+    kind: ClientInbound,
+    handler: (params: P) => void,
+    onInvalid?: (params: unknown, failure: ValidationFailure) => void,
+  ): void {
     this.connection.onNotification(type.method, (params: unknown) => {
       const failure = validateAtClient(kind, params);
       if (failure) {
-        this.logger.error(`dropped an invalid ${type.method} notification from ${this.describe()}: ${failure.message}`);
+        this.logger.error(`${onInvalid ? 'refused' : 'dropped'} an invalid ${type.method} notification from ${this.describe()}: ${failure.message}`);
+        onInvalid?.(params, failure);
         return;
       }
       try {

@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { Ajv } from 'ajv';
+import { MAX_TEXT_BYTES } from '../protocol/index.js';
 
 export interface AcpProviderEntry {
   readonly name: string;
@@ -43,7 +44,13 @@ export interface DaemonConfig {
   readonly persona?: string;
   readonly personaVars?: Record<string, string>;
   readonly maxSteps?: number;
-  readonly limits?: { readonly maxConcurrentRuns?: number; readonly maxRunsPerConnection?: number; readonly maxQueued?: number };
+  readonly limits?: {
+    readonly maxConcurrentRuns?: number;
+    readonly maxRunsPerConnection?: number;
+    readonly maxQueued?: number;
+    /** Cap on one run's output and on its event stream; at most MAX_TEXT_BYTES (protocol/output-cap.ts). */
+    readonly maxOutputBytes?: number;
+  };
   /** Days a session log is kept after its last write (default 14). */
   readonly sessionRetentionDays?: number;
   /** Optional loopback TCP listener; clients present the token kept in `tokenFile` (0600). */
@@ -117,7 +124,13 @@ const schema = {
     limits: {
       type: 'object',
       additionalProperties: false,
-      properties: { maxConcurrentRuns: positiveInt, maxRunsPerConnection: positiveInt, maxQueued: { type: 'integer', minimum: 0 } },
+      properties: {
+        maxConcurrentRuns: positiveInt,
+        maxRunsPerConnection: positiveInt,
+        maxQueued: { type: 'integer', minimum: 0 },
+        // Below the client's text-block cap, so a capped answer always validates there.
+        maxOutputBytes: { type: 'integer', minimum: 1024, maximum: MAX_TEXT_BYTES },
+      },
     },
     persona: { type: 'string' },
     personaVars: stringMap,

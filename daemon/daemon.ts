@@ -47,6 +47,8 @@ export interface DaemonOptions {
   readonly detachGraceMs?: number;
   /** The shared concurrency budget (see admission-queue.ts). */
   readonly admission?: Partial<AdmissionLimits>;
+  /** Cap on one run's output and on its event stream (protocol/output-cap.ts; default 2 MiB). */
+  readonly maxOutputBytes?: number;
 }
 
 export interface Daemon {
@@ -92,6 +94,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
     index,
     epoch: identity.epoch,
     ...(options.detachGraceMs !== undefined && { detachGraceMs: options.detachGraceMs }),
+    ...(options.maxOutputBytes !== undefined && { maxOutputBytes: options.maxOutputBytes }),
   });
   for (const run of service.markInterrupted()) log.warn({ runId: run.runId, deadPid: run.daemonPid }, 'run interrupted by a previous daemon\'s death');
   const limits: FrameLimits = { ...DEFAULT_FRAME_LIMITS, ...options.frameLimits };

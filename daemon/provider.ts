@@ -32,6 +32,11 @@ export interface RunHost {
   /** Stream progress; dropped unless the client asked for `stream`. Never throws. */
   emit(event: RunEvent): void;
   readonly log: Logger;
+  /**
+   * The most output bytes the service passes on for one run (protocol/output-cap.ts): a provider
+   * need not hold more than this of a reply. Absent means DEFAULT_MAX_OUTPUT_BYTES.
+   */
+  readonly maxOutputBytes?: number;
 }
 
 export interface ProviderStartRequest extends SubagentStartRequestBase {

@@ -3,6 +3,7 @@
  * compiled validators. A payload that fails is answered with INVALID_REQUEST naming the field.
  */
 import { Ajv, type ValidateFunction } from 'ajv';
+import { MAX_TEXT_BYTES } from './output-cap.js';
 
 type Schema = Record<string, unknown>;
 
@@ -26,11 +27,11 @@ const contentBlock: Schema = {
   allOf: [
     {
       if: { properties: { type: { const: 'text' } } },
-      then: obj({ type: { const: 'text' }, text: str(16 * 1024 * 1024) }, ['type', 'text']),
+      then: obj({ type: { const: 'text' }, text: str(MAX_TEXT_BYTES) }, ['type', 'text']),
     },
     {
       if: { properties: { type: { const: 'image' } } },
-      then: obj({ type: { const: 'image' }, data: str(16 * 1024 * 1024), mimeType: nonEmpty(255) }, [
+      then: obj({ type: { const: 'image' }, data: str(MAX_TEXT_BYTES), mimeType: nonEmpty(255) }, [
         'type',
         'data',
         'mimeType',
@@ -53,7 +54,7 @@ const usage = obj(
 );
 
 const at = str(64);
-const toolCall = obj({ id: nonEmpty(512), name: nonEmpty(256), arguments: str(16 * 1024 * 1024) }, [
+const toolCall = obj({ id: nonEmpty(512), name: nonEmpty(256), arguments: str(MAX_TEXT_BYTES) }, [
   'id',
   'name',
   'arguments',
@@ -75,7 +76,7 @@ const sessionEventDefinition: Schema = {
     },
     {
       if: { properties: { type: { const: 'assistant/message' } } },
-      then: obj({ type: {}, content, reasoning: str(16 * 1024 * 1024), toolCalls: arr(toolCall, 256), at }, [
+      then: obj({ type: {}, content, reasoning: str(MAX_TEXT_BYTES), toolCalls: arr(toolCall, 256), at }, [
         'type',
         'content',
       ]),
@@ -273,7 +274,7 @@ export const clientInboundSchemas = {
       runId,
       event: {
         oneOf: [
-          obj({ kind: { enum: ['text-delta', 'reasoning-delta'] }, text: str(16 * 1024 * 1024) }, ['kind', 'text']),
+          obj({ kind: { enum: ['text-delta', 'reasoning-delta'] }, text: str(MAX_TEXT_BYTES) }, ['kind', 'text']),
           obj({ kind: { const: 'session' }, event: sessionEvent }, ['kind', 'event']),
         ],
       },

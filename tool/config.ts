@@ -3,7 +3,7 @@
  * configured (createSubagentTool throws a SubagentError INVALID_REQUEST naming the field); what
  * depends on the provider (depth cap, continuable children) is checked at mount instead.
  */
-import { SubagentError, type AgentOptions, type ToolFilter } from '../protocol/index.js';
+import { SubagentError, depthProblem, type AgentOptions, type ToolFilter } from '../protocol/index.js';
 
 export type BackgroundMode = 'one-shot' | 'continuable';
 
@@ -83,9 +83,9 @@ export function resolveToolConfig(config: SubagentToolConfig): ResolvedToolConfi
   return resolved;
 }
 
-/** A non-negative safe integer; -0 is refused (it is not a depth a cap can be compared with truthfully). */
+/** A non-negative safe integer, -0 refused: the seam's one rule (protocol/depth.ts). */
 function isDepth(value: unknown): value is number {
-  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 && !Object.is(value, -0);
+  return depthProblem(value, '/maxDepth') === undefined;
 }
 
 function checkToolFilter(filter: unknown): ToolFilter {

@@ -23,6 +23,8 @@ export interface TurnContext {
   readonly maxSteps: number;
   readonly signal: AbortSignal;
   readonly emit: (event: RunEvent) => void;
+  /** The run's output cap (RunHost.maxOutputBytes): no step holds much more text than this. */
+  readonly maxOutputBytes?: number;
   /** True when the turn must end after the current tool call (a structured result was captured). */
   readonly captured: () => boolean;
   readonly log: Logger;
@@ -65,10 +67,11 @@ export async function runTurn(ctx: TurnContext, prompt: ContentBlock[]): Promise
           events: ctx.session.events,
           tools: ctx.tools.specs(),
           signal: ctx.signal,
+          ...(ctx.maxOutputBytes !== undefined && { maxTextBytes: ctx.maxOutputBytes }),
           onDelta: (delta) => {
             // An adapter that ignores its signal may keep streaming into a run that has ended.
             if (ctx.signal.aborted) return;
-            if (delta.kind === 'text') partialText += delta.text;
+            if (delta.kind === 'text' && partialText.length <= (ctx.maxOutputBytes ?? Number.POSITIVE_INFINITY)) partialText += delta.text;
             ctx.emit({ kind: delta.kind === 'text' ? 'text-delta' : 'reasoning-delta', text: delta.text });
           },
         }),

@@ -105,6 +105,7 @@ export class ChildAgent {
           maxSteps: this.config.maxSteps,
           signal,
           emit: (event) => host.emit(event),
+          ...(host.maxOutputBytes !== undefined && { maxOutputBytes: host.maxOutputBytes }),
           captured: () => structured?.captured ?? false,
           log: this.config.log,
         },

@@ -9,6 +9,7 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Logger } from 'pino';
 import {
   SubagentError,
+  DEFAULT_MAX_OUTPUT_BYTES,
   type AttachResult,
   type ContentBlock,
   type EndParams,
@@ -34,6 +35,7 @@ import type { DaemonRun, ProviderStartRequest, RunHost } from '../provider.js';
 import type { IndexedRun, RunIndex } from '../store/run-index.js';
 import { AdmissionQueue, DEFAULT_ADMISSION_LIMITS, type AdmissionLimits, type Release } from './admission-queue.js';
 import { ProviderRegistry } from './provider-registry.js';
+import { boundedResult, StreamBudget } from './output-budget.js';
 import { checkStartRequest, childDepth } from './start-checks.js';
 import { pageOfRuns, type ListedRun } from './run-listing.js';
 
@@ -69,6 +71,8 @@ export interface ServiceOptions {
   readonly detachGraceMs?: number;
   readonly index?: RunIndex;
   readonly epoch?: string;
+  /** Cap on one run's output and, separately, on its event stream (default DEFAULT_MAX_OUTPUT_BYTES). */
+  readonly maxOutputBytes?: number;
 }
 
 interface RunRecord {
@@ -121,12 +125,18 @@ function tokenMatches(token: string, hash: string): boolean {
 }
 
 class ServiceRunHost implements RunHost {
+  /** This run's share of the event stream; a resume gets a fresh one. */
+  budget: StreamBudget;
+
   constructor(
     public runId: string,
     public owner: RunOwner,
     public stream: boolean,
     readonly log: Logger,
-  ) {}
+    readonly maxOutputBytes: number,
+  ) {
+    this.budget = new StreamBudget(maxOutputBytes);
+  }
 
   callTool(call: { callId: string; name: string; arguments: unknown }, signal: AbortSignal): Promise<ToolCallResult> {
     if (!this.owner.open) return Promise.reject(new Error('the client that hosts this tool has disconnected'));
@@ -139,7 +149,9 @@ class ServiceRunHost implements RunHost {
   }
 
   emit(event: RunEvent): void {
-    if (this.stream && this.owner.open) this.owner.notifyRunEvent({ runId: this.runId, event });
+    if (!this.stream || !this.owner.open) return;
+    const admitted = this.budget.admit(event);
+    if (admitted) this.owner.notifyRunEvent({ runId: this.runId, event: admitted });
   }
 }
 
@@ -152,6 +164,7 @@ export class SubagentService {
   private readonly detachGraceMs: number;
   private readonly index: RunIndex | undefined;
   private readonly epoch: string;
+  private readonly maxOutputBytes: number;
   private disposedCount = 0;
   private shuttingDown = false;
 
@@ -163,6 +176,7 @@ export class SubagentService {
     this.detachGraceMs = options.detachGraceMs ?? 60_000;
     this.index = options.index;
     this.epoch = options.epoch ?? randomBytes(12).toString('base64url');
+    this.maxOutputBytes = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
   }
 
   get isShuttingDown(): boolean {
@@ -209,7 +223,7 @@ export class SubagentService {
     const onCancel = (): void => abort.abort(new SubagentError('ABORTED', 'start was cancelled before the child was ready'));
     if (cancel.aborted) onCancel();
     cancel.addEventListener('abort', onCancel, { once: true });
-    const host = new ServiceRunHost(runId, owner, params.stream === true, this.log.child({ runId, provider: provider.name }));
+    const host = new ServiceRunHost(runId, owner, params.stream === true, this.log.child({ runId, provider: provider.name }), this.maxOutputBytes);
     this.starting.set(runId, { owner, abort });
     let run: DaemonRun;
     let release: Release | undefined;
@@ -288,7 +302,7 @@ export class SubagentService {
 
   private settle(
     record: RunRecord,
-    result: SubagentResult | undefined,
+    given: SubagentResult | undefined,
     error: unknown,
     resolve: (r: SubagentResult) => void,
     reject: (e: unknown) => void,
@@ -301,7 +315,8 @@ export class SubagentService {
     record.settledAt = new Date().toISOString();
     if (record.state === 'running') record.state = 'settled';
     const base = { runId: record.runId, provider: record.provider, id: record.id, local: record.local };
-    if (result) {
+    if (given) {
+      const result = boundedResult(given, this.maxOutputBytes, record.host?.budget.truncated === true);
       record.result = result;
       resolve(result);
       this.index?.update(record.runId, { state: record.state, settledAt: record.settledAt, result });
@@ -425,6 +440,7 @@ export class SubagentService {
     const host = record.host!;
     host.runId = mintRunId();
     host.stream = stream;
+    host.budget = new StreamBudget(this.maxOutputBytes);
     host.owner = owner;
     const restore = this.index?.get(record.runId)?.restore;
     return this.publish(record.provider, next, owner, abort, host, release, { resumedFrom: record.runId, ...(restore && { restore }) });
@@ -436,7 +452,7 @@ export class SubagentService {
     if (!provider?.restore) {
       throw new SubagentError('UNSUPPORTED_OPERATION', `run ${record.runId} was run by a previous daemon and provider "${record.provider}" cannot restore it`);
     }
-    const host = new ServiceRunHost(record.runId, owner, stream, this.log.child({ runId: record.runId, provider: record.provider }));
+    const host = new ServiceRunHost(record.runId, owner, stream, this.log.child({ runId: record.runId, provider: record.provider }), this.maxOutputBytes);
     const stored = this.index?.get(record.runId)?.restore;
     record.run = await provider.restore(record.id, {
       host,
@@ -621,7 +637,7 @@ export class SubagentService {
   private async continueRun(stored: IndexedRun): Promise<void> {
     const provider = this.registry.get(stored.provider);
     if (!provider?.restore) throw new Error(`provider "${stored.provider}" is not registered or cannot restore children`);
-    const host = new ServiceRunHost(stored.runId, DETACHED, false, this.log.child({ runId: stored.runId, provider: stored.provider }));
+    const host = new ServiceRunHost(stored.runId, DETACHED, false, this.log.child({ runId: stored.runId, provider: stored.provider }), this.maxOutputBytes);
     const restored = await provider.restore(stored.id, {
       host,
       result: { output: [], stopReason: 'aborted' },

@@ -11,7 +11,7 @@
  * retention.
  */
 import { closeSync, copyFileSync, existsSync, openSync, readFileSync, renameSync, writeFileSync, writeSync } from 'node:fs';
-import type { RunState, SubagentResult, ToolFilter } from '../../protocol/index.js';
+import { DEFAULT_MAX_STORED_OUTPUT_BYTES, capBlocks, truncationNote, type RunState, type SubagentResult, type ToolFilter } from '../../protocol/index.js';
 
 /** `checkpointed`: stopped at a drain's timeout, to be continued by the next daemon. */
 export type IndexedState = RunState | 'checkpointed';
@@ -49,6 +49,8 @@ export class RunIndex {
   constructor(
     private readonly path: string,
     private readonly retainDisposed = 10_000,
+    /** The most output one record keeps: a record is a line rewritten on every change, and held in memory. */
+    private readonly maxStoredOutputBytes = DEFAULT_MAX_STORED_OUTPUT_BYTES,
   ) {
     this.problems = this.load();
     // Keep the evidence: compaction would otherwise drop the unreadable lines for good.
@@ -66,7 +68,8 @@ export class RunIndex {
   }
 
   /** `now`: written before returning (a run's first record: its owner is about to hold its token). */
-  put(run: IndexedRun, now = false): void {
+  put(given: IndexedRun, now = false): void {
+    const run = given.result ? { ...given, result: storedResult(given.result, this.maxStoredOutputBytes) } : given;
     this.runs.set(run.runId, run);
     if (this.fd === undefined) return;
     if (this.pending.length === 0 && !now) setImmediate(() => this.flush());
@@ -123,4 +126,21 @@ export class RunIndex {
     writeFileSync(temp, [...this.runs.values()].map((r) => `${JSON.stringify(r)}\n`).join(''), { mode: 0o600 });
     renameSync(temp, this.path);
   }
+}
+
+/**
+ * A result as a record keeps it: output cut to `cap` bytes with the protocol's marker, a
+ * structured value larger than `cap` dropped, and the diagnostic saying so.
+ */
+export function storedResult(result: SubagentResult, cap: number): SubagentResult {
+  const output = capBlocks(result.output, cap);
+  const structuredTooBig = result.structured !== undefined && (JSON.stringify(result.structured)?.length ?? 0) > cap;
+  if (!output.truncated && !structuredTooBig) return result;
+  const { structured: _dropped, ...rest } = result;
+  const notes = [result.diagnostic, output.truncated && truncationNote('stored output', cap), structuredTooBig && `structured value over ${cap} bytes not stored`];
+  return {
+    ...(structuredTooBig ? rest : result),
+    output: output.blocks,
+    diagnostic: notes.filter((note): note is string => typeof note === 'string' && note !== '').join('; '),
+  };
 }

@@ -23,6 +23,12 @@ export interface ModelStepRequest {
   readonly signal: AbortSignal;
   /** Streaming deltas as they arrive, for progress UIs. Must not throw. */
   readonly onDelta?: (delta: { kind: 'text' | 'reasoning'; text: string }) => void;
+  /**
+   * Text (and, separately, reasoning) a step keeps, in UTF-8 bytes: past it the adapter stops
+   * accumulating (deltas still stream), since the service cuts a run's output to this cap anyway
+   * and says so. Absent: no bound.
+   */
+  readonly maxTextBytes?: number;
 }
 
 /** Why the model stopped this step, normalised across APIs. */

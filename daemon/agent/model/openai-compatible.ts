@@ -199,7 +199,11 @@ async function streamOnce(
   state: AttemptState,
   onChunk: () => void,
   onDelta: ModelStepRequest['onDelta'],
+  maxTextBytes: number | undefined,
 ): Promise<ModelStep> {
+  // Held text stops growing once past the cap (a UTF-16 unit is at most 3 UTF-8 bytes, and at
+  // least one, so `maxTextBytes` units always reach past `maxTextBytes` bytes).
+  const keep = maxTextBytes ?? Number.POSITIVE_INFINITY;
   const emit = (kind: 'text' | 'reasoning', text: string): void => {
     if (onDelta === undefined) return;
     try {
@@ -228,11 +232,11 @@ async function streamOnce(
     if (choice === undefined) continue;
     const delta = (choice.delta ?? {}) as Delta;
     if (typeof delta.reasoning_content === 'string' && delta.reasoning_content !== '') {
-      reasoning += delta.reasoning_content;
+      if (reasoning.length <= keep) reasoning += delta.reasoning_content;
       emit('reasoning', delta.reasoning_content);
     }
     if (typeof delta.content === 'string' && delta.content !== '') {
-      text += delta.content;
+      if (text.length <= keep) text += delta.content;
       emit('text', delta.content);
     }
     if (Array.isArray(delta.tool_calls)) {
@@ -389,7 +393,7 @@ export function createOpenAICompatibleAdapter(options: OpenAICompatibleOptions):
         const state: AttemptState = { gotData: false };
         try {
           armIdle();
-          return await streamOnce(client, body, controller.signal, state, armIdle, request.onDelta);
+          return await streamOnce(client, body, controller.signal, state, armIdle, request.onDelta, request.maxTextBytes);
         } catch (err) {
           disarmIdle();
           if (controller.signal.aborted) throw controller.signal.reason;

@@ -178,6 +178,7 @@ export class AcpSession {
     const turn = new Turn({
       emit: (event) => this.host.emit(event),
       structured,
+      ...(this.host.maxOutputBytes !== undefined && { maxOutputBytes: this.host.maxOutputBytes }),
       onCancel: () => {
         if (sent) this.sendCancel();
       },

@@ -4,7 +4,7 @@
  * on the agent's stop reason, a local cancel, or a failure of the agent or its connection.
  */
 import type * as acp from '@agentclientprotocol/sdk';
-import type { ContentBlock, RunEvent, SubagentResult, SubagentStopReason } from '../../../protocol/index.js';
+import { DEFAULT_MAX_OUTPUT_BYTES, type ContentBlock, type RunEvent, type SubagentResult, type SubagentStopReason } from '../../../protocol/index.js';
 import { boundUtf8 } from './diagnostic.js';
 import { mapStopReason } from './stop-reason.js';
 import type { StructuredOutput } from './structured-output.js';
@@ -14,12 +14,18 @@ export interface TurnOptions {
   readonly structured: StructuredOutput | undefined;
   /** Runs once when the turn is cancelled locally: tell the agent (`session/cancel`). */
   readonly onCancel: () => void;
+  /**
+   * Text kept per message beyond which chunks are dropped: the service cuts the output to this
+   * cap and says so (service/output-budget.ts), so holding more would only cost memory.
+   */
+  readonly maxOutputBytes?: number;
 }
 
 /** One assistant message, as far as ACP lets us tell messages apart. */
 interface Message {
   messageId: string | undefined;
   text: string;
+  bytes: number;
 }
 
 export class Turn {
@@ -156,11 +162,20 @@ export class Turn {
     const last = this.messages.at(-1);
     const sameMessage =
       last !== undefined && !this.boundary && (messageId === undefined || last.messageId === undefined || messageId === last.messageId);
+    const bytes = Buffer.byteLength(text, 'utf8');
     if (sameMessage) {
-      last.text += text;
+      // One byte over the cap is enough for the service to see the cut and name it.
+      if (last.bytes <= (this.options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES)) {
+        last.text += text;
+        last.bytes += bytes;
+      }
       last.messageId ??= messageId;
     } else {
-      this.messages.push({ messageId, text });
+      // Only the last non-empty message can become the output: drop the older ones.
+      let keep = this.messages.length - 1;
+      while (keep > 0 && this.messages[keep]?.text.trim() === '') keep--;
+      if (keep > 0) this.messages.splice(0, keep);
+      this.messages.push({ messageId, text, bytes });
     }
     this.boundary = false;
   }

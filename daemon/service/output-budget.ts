@@ -1,0 +1,41 @@
+/**
+ * The daemon's byte bounds on what one run sends and returns (protocol/output-cap.ts holds the
+ * numbers and the marker). A run's event stream may carry `cap` bytes; the event that would cross
+ * it is replaced by one marker delta, and everything after is dropped. A run's output is cut to
+ * `cap` bytes when it settles. Each cut is named in the result's diagnostic, so the owner learns
+ * it from the result as well as from the marker.
+ */
+import { capBlocks, truncationNote, TRUNCATION_MARKER, type RunEvent, type SubagentResult } from '../../protocol/index.js';
+import { boundDiagnostic } from '../agent/diagnostic.js';
+
+export class StreamBudget {
+  private used = 0;
+  private cut = false;
+
+  constructor(readonly capBytes: number) {}
+
+  get truncated(): boolean {
+    return this.cut;
+  }
+
+  /** The event to send in place of `event`: itself, the marker (once), or nothing. */
+  admit(event: RunEvent): RunEvent | undefined {
+    if (this.cut) return undefined;
+    const size = event.kind === 'session' ? JSON.stringify(event.event).length : Buffer.byteLength(event.text, 'utf8');
+    if (this.used + size <= this.capBytes) {
+      this.used += size;
+      return event;
+    }
+    this.cut = true;
+    return { kind: 'text-delta', text: TRUNCATION_MARKER };
+  }
+}
+
+/** The result as it leaves the daemon: output within `cap`, and every cut named in the diagnostic. */
+export function boundedResult(result: SubagentResult, capBytes: number, streamCut: boolean): SubagentResult {
+  const output = capBlocks(result.output, capBytes);
+  if (!output.truncated && !streamCut) return result;
+  // The cuts first: bounding the diagnostic to its 4 KiB must never drop what was cut.
+  const notes = [output.truncated ? truncationNote('output', capBytes) : undefined, streamCut ? truncationNote('event stream', capBytes) : undefined, result.diagnostic];
+  return { ...result, output: output.blocks, diagnostic: boundDiagnostic(notes.filter((note) => note !== undefined && note !== '').join('; ')) };
+}
