@@ -69,8 +69,8 @@ describe('fairness: one flooding client does not hold back the others', () => {
     const reasons = await Promise.all([...flood, ...rest]);
     expect(new Set(reasons)).toEqual(new Set(['completed']));
 
-    // runs/list answers in publish order; with one slot that is the order slots were granted.
-    const order = (await monitor.ops.runs()).map((run) => owners.get(run.runId)).filter((who): who is string => who !== undefined);
+    // runs/list answers newest first; reversed, with one slot, that is the order slots were granted.
+    const order = (await monitor.ops.runs()).reverse().map((run) => owners.get(run.runId)).filter((who): who is string => who !== undefined);
     expect(order).toHaveLength(FLOOD + OTHERS * EACH);
     // Five queues served in turn: the first 50 grants are 10 from each connection …
     const first = order.slice(0, (OTHERS + 1) * EACH);
