@@ -6,6 +6,7 @@ import { ConfigError } from '../config.js';
 import { createDaemon } from '../daemon.js';
 import { createLogger } from '../logger.js';
 import { stateFiles } from '../paths.js';
+import { installProcessGuards } from '../process-guards.js';
 import { loadProviderModules } from '../provider-modules.js';
 import { commonSettings, parse } from './options.js';
 
@@ -49,7 +50,10 @@ export async function daemonCommand(argv: string[]): Promise<number> {
       }),
     },
     ...(settings.config.maxFrameBytes !== undefined && { frameLimits: { maxFrameBytes: settings.config.maxFrameBytes } }),
+    ...(settings.config.maxConnections !== undefined && { maxConnections: settings.config.maxConnections }),
+    ...(settings.config.maxUnsentBytes !== undefined && { maxUnsentBytes: settings.config.maxUnsentBytes }),
   });
+  installProcessGuards({ log, close: () => daemon.close() });
   const stop = (signal: string): void => {
     log.info({ signal }, 'signal received');
     void daemon.close();
@@ -65,7 +69,13 @@ export async function daemonCommand(argv: string[]): Promise<number> {
       process.stderr.write(`subagentd ${daemon.identity.version} listening on ${settings.socket} (pid ${process.pid})\n`);
       const tcp = settings.config.tcp;
       if (tcp) {
-        const { port } = await daemon.listenTcp({ host: tcp.host ?? '127.0.0.1', port: tcp.port, tokenFile: tcp.tokenFile });
+        const { port } = await daemon.listenTcp({
+          host: tcp.host ?? '127.0.0.1',
+          port: tcp.port,
+          tokenFile: tcp.tokenFile,
+          ...(tcp.maxConnections !== undefined && { maxConnections: tcp.maxConnections }),
+          ...(tcp.authTimeoutMs !== undefined && { authTimeoutMs: tcp.authTimeoutMs }),
+        });
         process.stderr.write(`subagentd also listening on ${tcp.host ?? '127.0.0.1'}:${port} (bearer token required)\n`);
       }
     }
