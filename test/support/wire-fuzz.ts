@@ -42,7 +42,8 @@ export const isPlainObject = (v: unknown): v is Record<string, unknown> => typeo
 function setAt(root: unknown, path: ReadonlyArray<string | number>, value: unknown, remove: boolean): unknown {
   if (path.length === 0) return value;
   const [head, ...rest] = path;
-  if (Array.isArray(root)) {
+  // A named key on an array (e.g. "length") makes it an object: JSON would drop it anyway.
+  if (Array.isArray(root) && typeof head === 'number') {
     const copy = [...root];
     if (rest.length === 0 && remove) copy.splice(head as number, 1);
     else copy[head as number] = setAt(root[head as number], rest, value, remove);
