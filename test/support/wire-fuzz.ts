@@ -336,7 +336,8 @@ export async function runWireFuzz(options: FuzzOptions): Promise<FuzzReport> {
     }
   })();
   const load = Array.from({ length: options.loadClients ?? 0 }, async (_, c) => {
-    const client = await connect(clientOptions(`fuzz-load-${c}`));
+    const client = await connect(clientOptions(`fuzz-load-${c}`)).catch((error: unknown) => void report.loadFailures.push(String(error)));
+    if (!client) return;
     try {
       for (let r = 0; r < (options.runsPerClient ?? 0); r++) {
         await echoRun(client, `echo load ${c}.${r}`).then(
@@ -360,7 +361,12 @@ export async function runWireFuzz(options: FuzzOptions): Promise<FuzzReport> {
   fuzzing = false;
   await Promise.all([bystanding, ...load]);
   await bystander.close();
-  if (!isAlive(options.pid)) report.daemonDeaths = 1;
+  // A daemon that exits in order after a fault may still be alive for a moment: it must also answer.
+  const answers = await rawPeer(options.target, 'unix').then(
+    (peer) => (peer.close(), true),
+    () => false,
+  );
+  if (!isAlive(options.pid) || !answers) report.daemonDeaths = 1;
   report.processFaults = processFaults(options.stderr());
   return report;
 }
@@ -375,8 +381,9 @@ async function fuzzConnection(worker: number, options: FuzzOptions, report: Fuzz
     try {
       peer = initialize ? await initializedPeer(options.target, transport, `fuzz-${worker}`) : await rawPeer(options.target, transport);
     } catch (error) {
-      if (!isAlive(options.pid)) return;
-      throw error;
+      // A dead daemon is the finding, reported by the caller; anything else is a real failure.
+      report.unanswered.push(`${transport}: cannot connect: ${(error as Error).message}`);
+      return;
     }
     report.connections += 1;
     let sync = 0;
