@@ -247,6 +247,8 @@ export function createDaemon(options: DaemonOptions): Daemon {
     },
     async listenTcp({ host, port, tokenFile, maxConnections = DEFAULT_MAX_TCP_CONNECTIONS, authTimeoutMs = DEFAULT_TCP_AUTH_TIMEOUT_MS }) {
       const tcpToken = readPrivateToken(tokenFile);
+      // As on the unix socket: checkpointed runs are live before anyone can ask for them.
+      await continuing;
       const ours = new Set<ClientConnection>();
       const listener = await listenLoopbackTcp(host, port, (socket: Socket) => {
         socket.on('error', (error) => log.debug({ err: error }, 'tcp socket error'));

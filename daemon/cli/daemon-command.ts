@@ -65,8 +65,7 @@ export async function daemonCommand(argv: string[]): Promise<number> {
       // One private client on stdio: when it goes, so does the daemon.
       daemon.serve(process.stdin, process.stdout, () => void daemon.close());
     } else {
-      await daemon.listen(settings.socket);
-      process.stderr.write(`subagentd ${daemon.identity.version} listening on ${settings.socket} (pid ${process.pid})\n`);
+      // TCP first: the unix socket's token file is the signal that the daemon is ready, on both.
       const tcp = settings.config.tcp;
       if (tcp) {
         const { port } = await daemon.listenTcp({
@@ -78,6 +77,8 @@ export async function daemonCommand(argv: string[]): Promise<number> {
         });
         process.stderr.write(`subagentd also listening on ${tcp.host ?? '127.0.0.1'}:${port} (bearer token required)\n`);
       }
+      await daemon.listen(settings.socket);
+      process.stderr.write(`subagentd ${daemon.identity.version} listening on ${settings.socket} (pid ${process.pid})\n`);
     }
   } catch (error) {
     // Half-started: release the socket, the lock and the log before reporting.
