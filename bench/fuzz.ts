@@ -32,7 +32,10 @@ const runsPerClient = Number(values.runs);
 
 const dir = mkdtempSync(join(tmpdir(), 'subagentd-fuzz-'));
 const tcp = await tcpConfig(dir);
-const daemon = await startLoadDaemon({ detachGraceMs: 0, tcp });
+const daemon = await startLoadDaemon({ detachGraceMs: 0, tcp }).catch((error: unknown) => {
+  rmSync(dir, { recursive: true, force: true });
+  throw error;
+});
 const t0 = performance.now();
 let last = 0;
 try {
