@@ -2,7 +2,9 @@
  * One JSON-RPC connection to a daemon, with the guarantees vscode-jsonrpc leaves to its user:
  * every inbound payload is validated, every request settles (the daemon goes away → all pending
  * calls reject with DAEMON_UNAVAILABLE; it stops answering → DAEMON_UNRESPONSIVE after the
- * caller's timeout), and later calls fail at once instead of writing into a dead socket.
+ * caller's timeout), and later calls fail at once instead of writing into a dead socket. When the
+ * daemon said why it closed the connection (its "closing: …" error with id null), that reason is
+ * the DAEMON_UNAVAILABLE error's: in its message and in `data.reason`.
  */
 import {
   CancellationTokenSource,
@@ -16,7 +18,7 @@ import {
   type NotificationType,
   type RequestType,
 } from 'vscode-jsonrpc/node';
-import { SubagentError, validateAtClient, type ClientInbound, type SubagentErrorData, type ValidationFailure } from '../protocol/index.js';
+import { CLOSING_MESSAGE_PREFIX, SubagentError, validateAtClient, type ClientInbound, type SubagentErrorData, type ValidationFailure } from '../protocol/index.js';
 import type { Transport } from './transport.js';
 import type { ClientLogger } from './types.js';
 import { fromWire, invalidFromDaemon, toWire } from './wire-errors.js';
@@ -41,6 +43,8 @@ const CLOSE_FALLBACK_MS = 400;
 export class RpcChannel {
   readonly connection: MessageConnection;
   private goneReason: string | undefined;
+  /** What the daemon said when it closed this connection. */
+  private closingReason: string | undefined;
   private lostError: SubagentError | undefined;
   private drainTimer: NodeJS.Timeout | undefined;
   private received = 0;
@@ -52,7 +56,11 @@ export class RpcChannel {
     private readonly transport: Transport,
     private readonly logger: ClientLogger,
   ) {
-    const reader = countInbound(transport.reader, () => this.received++);
+    const reader = watchInbound(
+      transport.reader,
+      () => this.received++,
+      (reason) => (this.closingReason ??= reason),
+    );
     this.connection = createMessageConnection(reader, transport.writer, libraryLogger(logger), {
       messageStrategy: {
         handleMessage: (message, next) => {
@@ -235,19 +243,28 @@ export class RpcChannel {
   }
 
   private unavailable(reason: string): SubagentError {
+    const closing = this.closingReason;
+    if (closing !== undefined) {
+      return new SubagentError('DAEMON_UNAVAILABLE', `${this.describe()} closed the connection: ${closing}`, { reason: closing });
+    }
     const hint = reason === 'closed by this client' ? '' : '; check `subagentd status`, or run `subagentd start`';
     return new SubagentError('DAEMON_UNAVAILABLE', `the connection to ${this.describe()} is gone (${reason})${hint}`);
   }
 }
 
-/** Count decoded inbound messages that go through the library's queue (not `$/cancelRequest`). */
-function countInbound(inner: MessageReader, onQueued: () => void): MessageReader {
+/**
+ * Counts decoded inbound messages that go through the library's queue (not `$/cancelRequest`),
+ * and takes the daemon's farewell out of the stream: the library would only log an id-null error.
+ */
+function watchInbound(inner: MessageReader, onQueued: () => void, onFarewell: (reason: string) => void): MessageReader {
   return {
     onError: inner.onError,
     onClose: inner.onClose,
     onPartialMessage: inner.onPartialMessage,
     listen: (callback) =>
       inner.listen((message) => {
+        const reason = farewellReason(message);
+        if (reason !== undefined) return onFarewell(reason);
         if ((message as { method?: unknown }).method !== '$/cancelRequest') onQueued();
         callback(message);
       }),
@@ -262,4 +279,12 @@ function libraryLogger(logger: ClientLogger): Logger {
     info: () => undefined,
     log: () => undefined,
   };
+}
+
+/** The reason in a daemon's "closing: …" error (id null, no method), else undefined. */
+function farewellReason(message: unknown): string | undefined {
+  const m = message as { id?: unknown; method?: unknown; error?: { message?: unknown } };
+  if (m.id !== null || m.method !== undefined || typeof m.error?.message !== 'string') return undefined;
+  const text = m.error.message;
+  return text.startsWith(CLOSING_MESSAGE_PREFIX) ? text.slice(CLOSING_MESSAGE_PREFIX.length).slice(0, 1024) : undefined;
 }

@@ -38,6 +38,7 @@ function detailsOf(data: unknown): Details {
   if (typeof source['maxDepth'] === 'number') out.maxDepth = source['maxDepth'];
   if (typeof source['daemonVersion'] === 'string') out.daemonVersion = source['daemonVersion'];
   if (typeof source['clientVersion'] === 'string') out.clientVersion = source['clientVersion'];
+  if (typeof source['reason'] === 'string') out.reason = source['reason'];
   return out;
 }
 

@@ -16,6 +16,7 @@ import {
 import {
   AttachRequest,
   CancelRequest,
+  CLOSING_MESSAGE_PREFIX,
   DisposeRequest,
   EndNotification,
   InitializeRequest,
@@ -71,15 +72,17 @@ export interface ConnectionContext {
   readonly maxUnsentBeforePause: number;
   /** Unsent notifications past which the client is cut off as not reading. */
   readonly maxUnsentBeforeCutoff: number;
-  /** Bytes of streamed progress kept for a slow reader before the oldest is dropped. */
+  /** Bytes of streamed progress kept for a slow reader; past them the reader is cut off. */
   readonly maxBacklogBytes: number;
+  /**
+   * Bytes written and not yet taken by the socket past which the client is cut off as not
+   * reading. Streamed progress waits in the backlog from 1/8 of it; input is held from 1/2.
+   */
+  readonly maxUnsentBytes: number;
   status(): StatusResult;
   shutdown(drain: boolean, timeoutMs: number): void;
   readonly log: Logger;
 }
-
-/** Bytes written but not yet taken by the socket past which a connection's input is held. */
-const MAX_UNSENT_BYTES = 8 * 1024 * 1024;
 
 /** Violations logged per connection before they are only counted. */
 const LOGGED_VIOLATIONS = 3;
@@ -112,10 +115,17 @@ export class ClientConnection implements RunOwner {
     this.log = ctx.log.child({ conn: id });
     this.closedPromise = new Promise((resolve) => (this.resolveClosed = resolve));
     this.backlog = new ProgressBacklog(ctx.maxBacklogBytes);
-    this.writer = new CountingWriter(output, (written) => {
-      if (written && 'id' in written && !('method' in written)) this.answered((written as { id: string | number | null }).id);
-      this.balanceLoad();
-    });
+    this.writer = new CountingWriter(
+      output,
+      (written) => {
+        if (written && 'id' in written && !('method' in written)) this.answered((written as { id: string | number | null }).id);
+        this.balanceLoad();
+      },
+      {
+        maxUnsentBytes: ctx.maxUnsentBytes,
+        onOverLimit: (bytes) => void this.close(`client stopped reading: ${bytes} bytes unsent, at the ${ctx.maxUnsentBytes}-byte bound`),
+      },
+    );
     this.reader = new GuardedMessageReader(
       input,
       ctx.limits,
@@ -143,7 +153,7 @@ export class ClientConnection implements RunOwner {
     this.rpc.listen();
     // A connection that never says who it is holds a slot (and keeps an idle daemon up): bound it.
     const deadline = setTimeout(() => {
-      if (!this.initialized) void this.close(`no initialize within ${ctx.initializeTimeoutMs} ms`);
+      if (!this.initialized) this.closeWithFarewell(`no initialize within ${ctx.initializeTimeoutMs} ms`);
     }, ctx.initializeTimeoutMs);
     deadline.unref();
     void this.closedPromise.then(() => clearTimeout(deadline));
@@ -182,11 +192,12 @@ export class ClientConnection implements RunOwner {
     const load = this.openCount + this.writer.unsent;
     const bytes = this.writer.unsentBytes;
     const limit = this.ctx.maxUnsentBeforePause;
-    if (!this.holding && (load >= limit || bytes >= MAX_UNSENT_BYTES)) {
+    const holdBytes = this.ctx.maxUnsentBytes / 2;
+    if (!this.holding && (load >= limit || bytes >= holdBytes)) {
       this.holding = true;
       this.log.warn({ client: this.clientName, load, bytes }, 'client is not reading its replies: holding its input');
       this.reader.hold();
-    } else if (this.holding && load <= limit / 2 && bytes <= MAX_UNSENT_BYTES / 2) {
+    } else if (this.holding && load <= limit / 2 && bytes <= holdBytes / 2) {
       this.holding = false;
       this.reader.release();
     }
@@ -208,6 +219,7 @@ export class ClientConnection implements RunOwner {
     } else if (this.violations === LOGGED_VIOLATIONS + 1) {
       this.log.warn('further bad input from this client is counted, not logged');
     }
+    if (violation.kind === 'dropped') return;
     if (violation.kind === 'reply') {
       this.writeRaw({
         jsonrpc: '2.0',
@@ -216,9 +228,17 @@ export class ClientConnection implements RunOwner {
       });
       return;
     }
-    // Say why, then close: the bytes that follow can't be framed.
-    const farewell = { jsonrpc: '2.0', id: null, error: { code: JSONRPC_ERRORS.INVALID_REQUEST, message: `closing: ${violation.message}` } };
-    void this.writer.write(farewell as never).finally(() => void this.close(`untrustworthy framing: ${violation.message}`));
+    // The bytes that follow can't be framed.
+    this.closeWithFarewell(violation.message, 'untrustworthy framing: ');
+  }
+
+  /**
+   * Close, first telling the client why: an error with id null whose message starts "closing: "
+   * (the client library turns it into the reason of its DAEMON_UNAVAILABLE error).
+   */
+  private closeWithFarewell(reason: string, logPrefix = ''): void {
+    const farewell = { jsonrpc: '2.0', id: null, error: { code: JSONRPC_ERRORS.INVALID_REQUEST, message: `${CLOSING_MESSAGE_PREFIX}${reason}` } };
+    void this.writer.write(farewell as never).then(() => this.close(`${logPrefix}${reason}`));
   }
 
   private writeRaw(message: object): void {
@@ -239,12 +259,11 @@ export class ClientConnection implements RunOwner {
 
   notifyRunEvent(event: RunEventParams): void {
     // A reader that falls behind gets progress coalesced and bounded; lifecycle is never held back.
-    if (this.writer.unsent >= this.ctx.maxPendingNotifications || this.backlog.size > 0) {
-      const dropped = this.backlog.dropped;
-      this.backlog.push(event.runId, event.event);
-      if (dropped === 0 && this.backlog.dropped > 0) {
-        this.log.warn({ client: this.clientName }, 'client reads too slowly: dropping the oldest run/event progress');
-      }
+    const behind = this.writer.unsent >= this.ctx.maxPendingNotifications || this.writer.unsentBytes >= this.ctx.maxUnsentBytes / 8;
+    if (behind || this.backlog.size > 0) {
+      if (this.closed || this.backlog.push(event.runId, event.event)) return;
+      const waiting = this.writer.unsentBytes + this.backlog.waitingBytes;
+      void this.close(`client stopped reading: ${waiting} bytes of replies and progress waiting, past the ${this.ctx.maxBacklogBytes}-byte progress backlog`);
       return;
     }
     this.notify(RunEventNotification, event);
@@ -358,6 +377,10 @@ export class ClientConnection implements RunOwner {
         const invalid = validateAtDaemon(method, params);
         if (invalid) throw new SubagentError('INVALID_REQUEST', `invalid params for ${method}: ${invalid.message}`, { field: invalid.field });
         const abort = new AbortController();
+        // A cancel read before this request was dispatched is already on the token, and the
+        // library reports it to a listener only a timer turn later: by then a quick start has
+        // published its child. Look at the token now, then listen for a later cancel.
+        if (token.isCancellationRequested) abort.abort();
         const subscription = token.onCancellationRequested(() => abort.abort());
         try {
           return await handler(params, abort.signal);

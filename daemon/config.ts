@@ -53,8 +53,21 @@ export interface DaemonConfig {
   };
   /** Days a session log is kept after its last write (default 14). */
   readonly sessionRetentionDays?: number;
-  /** Optional loopback TCP listener; clients present the token kept in `tokenFile` (0600). */
-  readonly tcp?: { readonly host?: string; readonly port: number; readonly tokenFile: string };
+  /** Unix-socket connections served at once (default 1024). */
+  readonly maxConnections?: number;
+  /** Bytes written to a client and not yet read by it past which it is disconnected (default 16 MiB). */
+  readonly maxUnsentBytes?: number;
+  /**
+   * Optional loopback TCP listener; clients present the token kept in `tokenFile` (0600) within
+   * `authTimeoutMs` (default 5 s); at most `maxConnections` TCP clients at once (default 64).
+   */
+  readonly tcp?: {
+    readonly host?: string;
+    readonly port: number;
+    readonly tokenFile: string;
+    readonly maxConnections?: number;
+    readonly authTimeoutMs?: number;
+  };
   /** How long a disconnected client's runs wait to be re-attached before they are cancelled (default 60 s). */
   readonly detachGraceMs?: number;
   /** Exit after this long with no connection and no live run (off by default). */
@@ -72,6 +85,8 @@ const schema = {
     socket: { type: 'string', minLength: 1 },
     stateDir: { type: 'string', minLength: 1 },
     maxFrameBytes: { type: 'integer', minimum: 1024, maximum: 1024 * 1024 * 1024 },
+    maxConnections: positiveInt,
+    maxUnsentBytes: { type: 'integer', minimum: 64 * 1024, maximum: 1024 * 1024 * 1024 },
     requireToken: { type: 'boolean' },
     providerModules: { type: 'array', items: { type: 'string', minLength: 1 } },
     providers: {
@@ -142,7 +157,13 @@ const schema = {
       type: 'object',
       additionalProperties: false,
       required: ['port', 'tokenFile'],
-      properties: { host: { type: 'string' }, port: { type: 'integer', minimum: 0, maximum: 65535 }, tokenFile: { type: 'string', minLength: 1 } },
+      properties: {
+        host: { type: 'string' },
+        port: { type: 'integer', minimum: 0, maximum: 65535 },
+        tokenFile: { type: 'string', minLength: 1 },
+        maxConnections: positiveInt,
+        authTimeoutMs: positiveInt,
+      },
     },
   },
 };

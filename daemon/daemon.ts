@@ -8,7 +8,8 @@ import type { Socket } from 'node:net';
 import type { Readable, Writable } from 'node:stream';
 import type { Logger } from 'pino';
 import { DEFAULT_FRAME_LIMITS, type FrameLimits } from './transport/guarded-reader.js';
-import { PROTOCOL_VERSION, type DaemonIdentity, type StatusResult } from '../protocol/index.js';
+import { CLOSING_MESSAGE_PREFIX, PROTOCOL_VERSION, SUBAGENT_ERROR_CODES, type DaemonIdentity, type StatusResult } from '../protocol/index.js';
+import { encodeFrame } from './transport/counting-writer.js';
 import { createToken, tokenPathFor, writeTokenFile } from './auth-token.js';
 import { ClientConnection } from './client-connection.js';
 import type { DaemonProvider } from './provider.js';
@@ -35,11 +36,13 @@ export interface DaemonOptions {
   readonly maxPendingNotifications?: number;
   /** Unsent messages past which a connection that stopped reading is cut off (default 4096). */
   readonly maxUnsentBeforeCutoff?: number;
-  /** Streamed progress kept per slow connection before the oldest is dropped (default 1 MiB). */
+  /** Streamed progress kept per slow connection; past it the client is cut off (default 1 MiB). */
   readonly maxBacklogBytes?: number;
-  /** How long a new connection may take to call `initialize` (default 30 s). */
+  /** Bytes written to a connection and not yet read past which it is cut off (default 16 MiB). */
+  readonly maxUnsentBytes?: number;
+  /** How long a new unix-socket or stdio connection may take to call `initialize` (default 30 s). */
   readonly initializeTimeoutMs?: number;
-  /** Connections served at once; more are refused at accept (default 1024). */
+  /** Unix-socket connections served at once; more are refused at accept (default 1024). */
   readonly maxConnections?: number;
   /** Days a session log is kept after its last write (default 14). */
   readonly sessionRetentionDays?: number;
@@ -51,14 +54,31 @@ export interface DaemonOptions {
   readonly maxOutputBytes?: number;
 }
 
+export interface TcpListenOptions {
+  readonly host: string;
+  readonly port: number;
+  readonly tokenFile: string;
+  readonly maxConnections?: number;
+  readonly authTimeoutMs?: number;
+}
+
+export const DEFAULT_MAX_UNIX_CONNECTIONS = 1024;
+export const DEFAULT_MAX_TCP_CONNECTIONS = 64;
+export const DEFAULT_TCP_AUTH_TIMEOUT_MS = 5000;
+export const DEFAULT_MAX_UNSENT_BYTES = 16 * 1024 * 1024;
+
 export interface Daemon {
   readonly service: SubagentService;
   readonly identity: DaemonIdentity;
   readonly log: Logger;
   /** Listen on a unix socket; writes the token file beside it. */
   listen(socketPath: string): Promise<void>;
-  /** Listen on loopback TCP; every client must present the bearer token read from `tokenFile` (0600, ours). */
-  listenTcp(options: { host: string; port: number; tokenFile: string }): Promise<{ port: number }>;
+  /**
+   * Listen on loopback TCP; every client must present the bearer token read from `tokenFile`
+   * (0600, ours) within `authTimeoutMs` (default 5 s). TCP connections have their own cap
+   * (`maxConnections`, default 64), so TCP clients can never take the unix socket's room.
+   */
+  listenTcp(options: TcpListenOptions): Promise<{ port: number }>;
   /** Exit once nobody is connected and nothing runs for this long (monotonic: a suspend is not idle time). */
   exitWhenIdle(idleTimeoutMs: number): void;
   /** Serve one client over a stream pair (stdio mode, embedding, tests). */
@@ -99,7 +119,8 @@ export function createDaemon(options: DaemonOptions): Daemon {
   for (const run of service.markInterrupted()) log.warn({ runId: run.runId, deadPid: run.daemonPid }, 'run interrupted by a previous daemon\'s death');
   const limits: FrameLimits = { ...DEFAULT_FRAME_LIMITS, ...options.frameLimits };
   const connections = new Set<ClientConnection>();
-  const maxConnections = options.maxConnections ?? 1024;
+  const maxUnixConnections = options.maxConnections ?? DEFAULT_MAX_UNIX_CONNECTIONS;
+  const initializeTimeoutMs = options.initializeTimeoutMs ?? 30_000;
   const listeners: Array<{ close(): Promise<void>; tokenPath: string }> = [];
   let socketPath: string | undefined;
   let token: string | undefined;
@@ -141,7 +162,18 @@ export function createDaemon(options: DaemonOptions): Daemon {
     return { running, queued, limits: service.admission.limits, byConnection: named };
   };
 
-  const serve = (input: Readable, output: Writable, destroy: () => void, connectionToken: string | undefined): ClientConnection => {
+  /**
+   * Serves one client. `ofListener` is the listener's own set of connections (its cap counts
+   * only its own); `initializeWithinMs` is how long the client has to call `initialize`.
+   */
+  const serve = (
+    input: Readable,
+    output: Writable,
+    destroy: () => void,
+    connectionToken: string | undefined,
+    initializeWithinMs = initializeTimeoutMs,
+    ofListener?: Set<ClientConnection>,
+  ): ClientConnection => {
     const connection: ClientConnection = new ClientConnection(
       randomUUID(),
       input,
@@ -154,8 +186,9 @@ export function createDaemon(options: DaemonOptions): Daemon {
         maxPendingNotifications: options.maxPendingNotifications ?? 256,
         maxUnsentBeforeCutoff: options.maxUnsentBeforeCutoff ?? 4096,
         maxUnsentBeforePause: 256,
-        initializeTimeoutMs: options.initializeTimeoutMs ?? 30_000,
+        initializeTimeoutMs: initializeWithinMs,
         maxBacklogBytes: options.maxBacklogBytes ?? 1024 * 1024,
+        maxUnsentBytes: options.maxUnsentBytes ?? DEFAULT_MAX_UNSENT_BYTES,
         status,
         shutdown: (drain, timeoutMs) => void daemon.close({ drain, timeoutMs }),
         log,
@@ -163,8 +196,21 @@ export function createDaemon(options: DaemonOptions): Daemon {
       destroy,
     );
     connections.add(connection);
-    void connection.whenClosed.then(() => connections.delete(connection));
+    ofListener?.add(connection);
+    void connection.whenClosed.then(() => {
+      connections.delete(connection);
+      ofListener?.delete(connection);
+    });
     return connection;
+  };
+
+  /** Refuses a connection over its listener's cap, saying why, without reading from it. */
+  const refuse = (socket: Socket, kind: 'unix' | 'tcp', cap: number): void => {
+    const reason = `the daemon serves its maximum of ${cap} ${kind} connections`;
+    log.warn({ maxConnections: cap, listener: kind }, `connection refused: ${reason}`);
+    const farewell = { jsonrpc: '2.0', id: null, error: { code: SUBAGENT_ERROR_CODES.OVERLOADED, message: `${CLOSING_MESSAGE_PREFIX}${reason}`, data: { code: 'OVERLOADED' } } };
+    socket.end(encodeFrame(farewell));
+    setTimeout(() => socket.destroy(), 1000).unref();
   };
 
   const daemon: Daemon = {
@@ -177,21 +223,18 @@ export function createDaemon(options: DaemonOptions): Daemon {
       await continuing;
       const requireToken = options.requireToken ?? true;
       const tokenPath = tokenPathFor(path);
+      const ours = new Set<ClientConnection>();
       const listener = await listenUnix(
         path,
         (socket: Socket) => {
           socket.on('error', (error) => log.debug({ err: error }, 'socket error'));
-          if (connections.size >= maxConnections) {
-            log.warn({ maxConnections }, 'connection refused: the daemon serves its maximum number of connections');
-            socket.destroy();
-            return;
-          }
+          if (ours.size >= maxUnixConnections) return refuse(socket, 'unix', maxUnixConnections);
           // end() flushes what is queued (a closing error); destroy() follows for a peer that never reads.
           const destroy = (): void => {
             socket.end();
             setTimeout(() => socket.destroy(), 1000).unref();
           };
-          const connection = serve(socket, socket, destroy, token);
+          const connection = serve(socket, socket, destroy, token, initializeTimeoutMs, ours);
           socket.on('close', () => void connection.close('socket closed'));
         },
         () => {
@@ -205,15 +248,25 @@ export function createDaemon(options: DaemonOptions): Daemon {
       listeners.push({ close: listener.close, tokenPath });
       log.info({ socket: path, pid: process.pid, version: DAEMON_VERSION, epoch: identity.epoch }, 'daemon listening');
     },
-    async listenTcp({ host, port, tokenFile }) {
+    async listenTcp({ host, port, tokenFile, maxConnections = DEFAULT_MAX_TCP_CONNECTIONS, authTimeoutMs = DEFAULT_TCP_AUTH_TIMEOUT_MS }) {
       const tcpToken = readPrivateToken(tokenFile);
+      // As on the unix socket: checkpointed runs are live before anyone can ask for them.
+      await continuing;
+      const ours = new Set<ClientConnection>();
       const listener = await listenLoopbackTcp(host, port, (socket: Socket) => {
         socket.on('error', (error) => log.debug({ err: error }, 'tcp socket error'));
-        const connection = serve(socket, socket, () => socket.destroy(), tcpToken);
+        if (ours.size >= maxConnections) return refuse(socket, 'tcp', maxConnections);
+        // end() flushes a closing error first; destroy() follows for a peer that never reads.
+        const destroy = (): void => {
+          socket.end();
+          setTimeout(() => socket.destroy(), 1000).unref();
+        };
+        // A port is reachable by any local process: it must prove it holds the token soon.
+        const connection = serve(socket, socket, destroy, tcpToken, Math.min(authTimeoutMs, initializeTimeoutMs), ours);
         socket.on('close', () => void connection.close('socket closed'));
       });
       listeners.push({ close: listener.close, tokenPath: '' });
-      log.info({ host, port: listener.port }, 'daemon listening on loopback tcp');
+      log.info({ host, port: listener.port, maxConnections, authTimeoutMs }, 'daemon listening on loopback tcp');
       return { port: listener.port };
     },
     exitWhenIdle(idleTimeoutMs) {

@@ -60,7 +60,15 @@ export interface SubagentErrorData {
   /** For PROTOCOL_VERSION. */
   readonly daemonVersion?: string;
   readonly clientVersion?: string;
+  /** For DAEMON_UNAVAILABLE: why the daemon closed the connection, when it said so. */
+  readonly reason?: string;
 }
+
+/**
+ * Before closing a connection on its own initiative (untrustworthy framing, no `initialize` in
+ * time, a connection cap) the daemon sends one error with id null whose message starts with this.
+ */
+export const CLOSING_MESSAGE_PREFIX = 'closing: ';
 
 /** A typed seam error. Thrown on both sides of the wire with the same code. */
 export class SubagentError extends Error {

@@ -211,6 +211,54 @@ describe('a client that stops reading', () => {
   }, 40_000);
 });
 
+describe('clients that never read', () => {
+  it('5 of them, each streaming 20 MiB: each is cut off at the byte bound with a logged reason; RSS grows under 64 MiB', async () => {
+    const CLIENTS = 5;
+    const DELTAS = 80;
+    const SIZE = 256 * 1024; // 80 × 256 KiB = 20 MiB per client
+    const start = (peer: RawPeer, id: number, prompt: string): void =>
+      peer.send({ jsonrpc: '2.0', id, method: 'subagent/start', params: { provider: 'echo', prompt: text(prompt), parent, stream: true } });
+    const connections = (await bystander.ops.status()).connections;
+    // Warm the path up with a client that reads, so the baseline holds what any stream loads.
+    const warm = await RawPeer.initialized(daemon.socket, 'warm-reader');
+    start(warm, 1, `stream 8 ${SIZE}`);
+    await warm.waitFor((m) => m.method === 'subagent/end', 10_000, 'the warm-up end');
+    warm.close();
+    await pollUntil(() => bystander.ops.status(), (s) => s.runs.running === 0 && s.connections === connections, 5000, 'a quiet daemon');
+
+    const base = rssMiB(daemon.pid);
+    const sampler = rssSampler(daemon.pid);
+    const peers: RawPeer[] = [];
+    for (let i = 0; i < CLIENTS; i++) {
+      const peer = await RawPeer.initialized(daemon.socket, `never-reads-${i}`);
+      cleanups.push(() => peer.close());
+      peer.socket.pause();
+      start(peer, 100 + i, `stream ${DELTAS} ${SIZE}`);
+      peers.push(peer);
+    }
+    const slowest = await bystanderServed(5);
+    await pollUntil(() => bystander.ops.status(), (s) => s.connections === connections, 20_000, 'the non-readers to be cut off');
+    await pollUntil(() => bystander.ops.status(), (s) => s.runs.running === 0, 20_000, 'their runs to end');
+    const peak = await sampler.stop();
+    expect(isAlive(daemon.pid)).toBe(true);
+    const logFile = join(daemon.fastDir ? join(daemon.fastDir, 'state') : daemon.stateDir, 'daemon.log');
+    const reasons = await pollUntil(
+      () => readFileSync(logFile, 'utf8').split('\n').filter((l) => /never-reads-/.test(l) && /client stopped reading/.test(l)),
+      (lines) => lines.length >= CLIENTS,
+      5000,
+      'a logged reason for each cut-off',
+    );
+    expect(reasons).toHaveLength(CLIENTS);
+    expect(peak - base, `RSS ${base.toFixed(0)} → peak ${peak.toFixed(0)} MiB`).toBeLessThan(64);
+    for (const peer of peers) peer.close();
+    figures.push(
+      `${CLIENTS} non-reading clients × ${(DELTAS * SIZE) / 1048576} MiB streamed: all ${CLIENTS} cut off at the byte bound; ` +
+        `RSS ${base.toFixed(0)} → peak ${peak.toFixed(0)} MiB (+${(peak - base).toFixed(0)}); bystander's slowest run ${slowest.toFixed(0)} ms; ` +
+        `reason: ${/"reason":"([^"]+)"/.exec(reasons[0] ?? '')?.[1] ?? '?'}`,
+    );
+  }, 60_000);
+});
+
 describe('a flood of malformed frames', () => {
   it('gets one parse error per frame, then garbage framing closes only that connection; others complete runs throughout', async () => {
     const FRAMES = 5000;

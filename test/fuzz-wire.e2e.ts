@@ -15,9 +15,11 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect } from '../client/index.js';
-import { isSubagentErrorCode, requestSchemas, validateAtDaemon, type DaemonInbound } from '../protocol/index.js';
+import { isSubagentErrorCode, requestSchemas, validateAtDaemon } from '../protocol/index.js';
 import { frame, isAlive, pollUntil, startLoadDaemon, writeScript, type LoadDaemon } from './support/load-daemon.js';
 import { RawPeer, type RpcMessage } from './support/raw-peer.js';
+import { defuse, EXAMPLES, METHODS, paramsFor, runWireFuzz, semanticStart, type Method } from './support/wire-fuzz.js';
+import { tcpConfig, type WireTarget } from './support/wire-peers.js';
 
 const SEED = process.env['FC_SEED'] !== undefined ? Number(process.env['FC_SEED']) : Date.now() % 2_147_483_647;
 const MAX_DEPTH = 64; // the guarded reader's default nesting limit
@@ -49,135 +51,6 @@ async function withSeed<T>(name: string, body: () => Promise<T>): Promise<T> {
 
 // ---------------------------------------------------------------------------------------------
 // What to send
-
-type Method = Exclude<DaemonInbound, `${string}#result`>;
-const METHODS = Object.keys(requestSchemas).filter((k) => !k.includes('#')) as Method[];
-
-const text = { type: 'text', text: 'echo fuzz' };
-/** One harmless valid params object per method (shutdown: see below, it is never sent valid). */
-const EXAMPLES: Record<string, Record<string, unknown>> = {
-  initialize: { protocolVersion: '1.0.0', clientInfo: { name: 'fuzz', version: '0' } },
-  'providers/list': {},
-  'subagent/start': { provider: 'echo', prompt: [text], parent: { sessionId: 'fuzz', cwd: '/tmp' }, stream: true },
-  'run/cancel': { runId: 'run_fuzz' },
-  'run/dispose': { runId: 'run_fuzz' },
-  'run/wait': { runId: 'run_fuzz' },
-  'run/inspect': { runId: 'run_fuzz' },
-  'run/attach': { runId: 'run_fuzz', runToken: 'token' },
-  'run/sendMessage': { runId: 'run_fuzz', content: [text] },
-  'run/resume': { runId: 'run_fuzz', prompt: [text] },
-  'runs/list': { state: 'settled' },
-  'daemon/status': {},
-  'daemon/shutdown': { drain: 'not a boolean' },
-};
-
-const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-
-function setAt(root: unknown, path: ReadonlyArray<string | number>, value: unknown, remove: boolean): unknown {
-  if (path.length === 0) return value;
-  const [head, ...rest] = path;
-  if (Array.isArray(root)) {
-    const copy = [...root];
-    if (rest.length === 0 && remove) copy.splice(head as number, 1);
-    else copy[head as number] = setAt(root[head as number], rest, value, remove);
-    return copy;
-  }
-  const copy: Record<string, unknown> = { ...(root as Record<string, unknown>) };
-  if (rest.length === 0 && remove) delete copy[String(head)];
-  else Object.defineProperty(copy, String(head), { value: setAt(copy[String(head)], rest, value, remove), enumerable: true, writable: true, configurable: true });
-  return copy;
-}
-
-function paths(root: unknown): Array<Array<string | number>> {
-  const out: Array<Array<string | number>> = [];
-  const walk = (value: unknown, at: Array<string | number>): void => {
-    out.push(at);
-    if (Array.isArray(value)) value.forEach((v, i) => walk(v, [...at, i]));
-    else if (isPlainObject(value)) for (const [k, v] of Object.entries(value)) walk(v, [...at, k]);
-  };
-  walk(root, []);
-  return out;
-}
-
-const nested = (depth: number): unknown => {
-  let v: unknown = 'deep';
-  for (let i = 0; i < depth; i++) v = i % 2 === 0 ? [v] : { d: v };
-  return v;
-};
-
-const fuzzValue = fc.oneof(
-  { weight: 6, arbitrary: fc.jsonValue({ maxDepth: 3 }) },
-  { weight: 1, arbitrary: fc.integer({ min: 1000, max: 70_000 }).map((n) => 'z'.repeat(n)) },
-  { weight: 1, arbitrary: fc.integer({ min: 10, max: 200 }).map(nested) },
-  { weight: 2, arbitrary: fc.constantFrom(-1, 1.5, 1e308, Number.MAX_SAFE_INTEGER + 2, '', '/', 'spawn', 'fork', 'bare', 'nope', [], {}, null, true) },
-);
-
-/** Fuzzed params for one method: mutations of its example, or any JSON object. */
-function paramsFor(method: Method): fc.Arbitrary<Record<string, unknown>> {
-  const example = EXAMPLES[method]!;
-  const all = paths(example);
-  const at = fc.constantFrom(...all);
-  const mutate = fc.oneof(
-    fc.tuple(at, fuzzValue).map(([p, v]) => setAt(example, p, v, false)),
-    at.map((p) => (p.length === 0 ? example : setAt(example, p, undefined, true))),
-    fc.tuple(at, fc.string({ maxLength: 10 }), fuzzValue).map(([p, key, v]) => setAt(example, [...p.filter((_, i) => i < p.length - 1), key], v, false)),
-  );
-  const anyObject = fc.dictionary(fc.string({ maxLength: 8 }), fc.jsonValue({ maxDepth: 2 }), { maxKeys: 4 });
-  return fc.oneof({ weight: 5, arbitrary: mutate }, { weight: 1, arbitrary: anyObject }).filter(isPlainObject);
-}
-
-/** Schema-valid starts with odd values, to reach the service's own checks (depth, capabilities, schema subset). */
-const oddNumber = fc.constantFrom(0, 1, 2, 7, 1.5, -1, -0.5, 1e21, Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER + 2, 2 ** 31);
-const semanticStart: fc.Arbitrary<Record<string, unknown>> = fc.record(
-  {
-    provider: fc.constantFrom('echo', 'bare', 'spawn', 'fork', 'nope'),
-    prompt: fc.array(fc.oneof(fc.string({ maxLength: 20 }).map((t) => ({ type: 'text', text: `echo ${t}` })), fc.constant({ type: 'image', data: 'AAAA', mimeType: 'image/png' })), { maxLength: 3 }),
-    parent: fc.record(
-      {
-        sessionId: fc.string({ minLength: 1, maxLength: 10 }),
-        cwd: fc.constantFrom('/tmp', '/', '/nonexistent/dir', '/proc/self', '/tmp/../tmp'),
-        delegationDepth: oddNumber,
-        subagentDepth: oddNumber,
-      },
-      { requiredKeys: ['sessionId', 'cwd'] },
-    ),
-    maxDepth: oddNumber,
-    agentOptions: fc.record({ subagentDepth: oddNumber, model: fc.constantFrom('nope', 'scripted:relative.json', 'scripted:/nonexistent.json') }, { requiredKeys: [] }),
-    outputSchema: fc.constantFrom<Record<string, unknown>>(
-      { type: 'object' },
-      { type: 'object', properties: { a: { type: 'string' } }, required: ['a'], additionalProperties: false },
-      { type: 'object', properties: { a: { $ref: '#' } } },
-      { type: 'object', patternProperties: {} },
-      { oneOf: [{ type: 'object' }, { type: 'object' }] },
-      { type: 'object', properties: { a: { type: 'object', properties: { b: { type: 'array', items: { enum: [1, 'x', null] } } } } } },
-      { type: ['object', 'null'] },
-    ),
-    toolFilter: fc.oneof(fc.constant({ allow: [] }), fc.constant({ deny: ['read_file'] }), fc.constant({ allow: ['no_such_tool'] })),
-    persona: fc.string({ maxLength: 30 }),
-    tools: fc.constantFrom(
-      [{ name: 'lookup', description: 'd', inputSchema: { type: 'object' } }],
-      [{ name: 'dup', description: 'd', inputSchema: { type: 'object' } }, { name: 'dup', description: 'd', inputSchema: { type: 'object' } }],
-      [{ name: 'weird', description: 'd', inputSchema: { type: 'object', properties: { x: { type: 'nonsense' } } } }],
-    ),
-    env: fc.dictionary(fc.stringMatching(/^[A-Z_]{1,8}$/), fc.string({ maxLength: 10 }), { maxKeys: 3 }),
-    stream: fc.boolean(),
-  },
-  { requiredKeys: ['provider', 'prompt', 'parent'] },
-);
-
-/** Fixture prompts that would wait forever (for a sendMessage, a client tool, a long timer). */
-const BLOCKING = new Set(['hang', 'steer', 'tool', 'slow-start']);
-
-/** Keeps a fuzzed start harmless: no prompt that blocks, no real shutdown. */
-function defuse(method: Method, params: Record<string, unknown>): Record<string, unknown> {
-  if (method === 'subagent/start' && Array.isArray(params['prompt'])) {
-    const prompt = params['prompt'].map((block: unknown) =>
-      isPlainObject(block) && typeof block['text'] === 'string' && BLOCKING.has(block['text'].split(' ')[0] ?? '') ? { ...block, text: `echo ${block['text']}` } : block,
-    );
-    return { ...params, prompt };
-  }
-  return params;
-}
 
 function depthExceeds(root: unknown, max: number): boolean {
   const stack: Array<[unknown, number]> = [[root, 1]];
@@ -465,4 +338,45 @@ describe('params that are not a named-params object', () => {
     }
     expect(wrong).toEqual([]);
   });
+});
+
+describe('structure-aware frame fuzzing, seeded (npm run fuzz runs the long version)', () => {
+  const FRAMES = 10_000;
+  let fuzzed: LoadDaemon;
+  let target: WireTarget;
+  let dir: string;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'subagentd-fuzz-frames-'));
+    const tcp = await tcpConfig(dir);
+    fuzzed = await startLoadDaemon({ detachGraceMs: 0, tcp });
+    target = { socket: fuzzed.socket, port: tcp.port };
+  });
+
+  afterAll(async () => {
+    await fuzzed?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it(`${FRAMES} frames over unix and TCP, before and after initialize, with 20 clients × 50 runs: 0 deaths, 1000/1000 runs, 0 process faults`, async () => {
+    const report = await withSeed('frames', () =>
+      runWireFuzz({ target, pid: fuzzed.pid, stderr: () => fuzzed.stderr(), frames: FRAMES, seed: SEED, loadClients: 20, runsPerClient: 50 }),
+    );
+    figures.push(`frame fuzz: ${JSON.stringify({ ...report, processFaults: report.processFaults.length })}`);
+    expect(report.framesSent).toBeGreaterThanOrEqual(FRAMES);
+    expect(report.daemonDeaths).toBe(0);
+    expect(report.processFaults).toEqual([]);
+    expect(report.unanswered).toEqual([]);
+    expect(report.bystanderFailures).toEqual([]);
+    expect(report.bystanderRuns).toBeGreaterThan(0);
+    expect(report.loadFailures).toEqual([]);
+    expect(report.loadCompleted).toBe(1000);
+    for (const kind of ['params', 'notification', 'bad-id', 'cancel', 'start-then-cancel', 'response', 'body', 'fatal']) {
+      expect(report.byKind[kind], kind).toBeGreaterThan(0);
+    }
+    // The daemon closes connections only for framing it cannot trust, and always says so.
+    expect(Object.keys(report.closedByDaemon).length).toBeGreaterThan(0);
+    for (const reason of Object.keys(report.closedByDaemon)) expect(reason).toMatch(/^(invalid Content-Length|malformed header line|frame without Content-Length|frame of N bytes over)/);
+    expect(report.hangUps).toBeGreaterThan(0);
+  }, 240_000);
 });

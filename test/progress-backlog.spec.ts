@@ -28,12 +28,22 @@ describe('ProgressBacklog', () => {
     expect(backlog.takeSome(10)).toHaveLength(1);
   });
 
-  it('stays under its byte bound by dropping the oldest progress, and counts it', () => {
+  it('refuses an event past its byte bound and keeps what it holds, so its owner can cut the reader off', () => {
     const backlog = new ProgressBacklog(1000);
-    for (let i = 0; i < 100; i++) backlog.push('r', { kind: 'session', event: { type: 'turn/end', reason: 'completed', diagnostic: 'x'.repeat(50) } });
-    expect(backlog.dropped).toBeGreaterThan(80);
-    const kept = backlog.take('r');
-    expect(JSON.stringify(kept).length).toBeLessThan(1500);
-    expect(kept.length + backlog.dropped).toBe(100);
+    const big = { kind: 'session', event: { type: 'turn/end', reason: 'completed', diagnostic: 'x'.repeat(50) } } as const;
+    let accepted = 0;
+    for (let i = 0; i < 100; i++) if (backlog.push('r', big)) accepted += 1;
+    expect(accepted).toBeGreaterThan(5);
+    expect(accepted).toBeLessThan(100);
+    expect(backlog.waitingBytes).toBeLessThanOrEqual(1000);
+    expect(backlog.take('r')).toHaveLength(accepted);
+    expect(backlog.waitingBytes).toBe(0);
+  });
+
+  it('takes one event of any size when empty', () => {
+    const backlog = new ProgressBacklog(10);
+    expect(backlog.push('r', delta('x'.repeat(100)))).toBe(true);
+    expect(backlog.push('r', delta('y'))).toBe(false);
+    expect(backlog.take('r')).toEqual([delta('x'.repeat(100))]);
   });
 });

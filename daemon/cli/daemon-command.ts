@@ -6,6 +6,7 @@ import { ConfigError } from '../config.js';
 import { createDaemon } from '../daemon.js';
 import { createLogger } from '../logger.js';
 import { stateFiles } from '../paths.js';
+import { installProcessGuards } from '../process-guards.js';
 import { loadProviderModules } from '../provider-modules.js';
 import { commonSettings, parse } from './options.js';
 
@@ -50,7 +51,10 @@ export async function daemonCommand(argv: string[]): Promise<number> {
       }),
     },
     ...(settings.config.maxFrameBytes !== undefined && { frameLimits: { maxFrameBytes: settings.config.maxFrameBytes } }),
+    ...(settings.config.maxConnections !== undefined && { maxConnections: settings.config.maxConnections }),
+    ...(settings.config.maxUnsentBytes !== undefined && { maxUnsentBytes: settings.config.maxUnsentBytes }),
   });
+  installProcessGuards({ log, close: () => daemon.close() });
   const stop = (signal: string): void => {
     log.info({ signal }, 'signal received');
     void daemon.close();
@@ -62,13 +66,20 @@ export async function daemonCommand(argv: string[]): Promise<number> {
       // One private client on stdio: when it goes, so does the daemon.
       daemon.serve(process.stdin, process.stdout, () => void daemon.close());
     } else {
-      await daemon.listen(settings.socket);
-      process.stderr.write(`subagentd ${daemon.identity.version} listening on ${settings.socket} (pid ${process.pid})\n`);
+      // TCP first: the unix socket's token file is the signal that the daemon is ready, on both.
       const tcp = settings.config.tcp;
       if (tcp) {
-        const { port } = await daemon.listenTcp({ host: tcp.host ?? '127.0.0.1', port: tcp.port, tokenFile: tcp.tokenFile });
+        const { port } = await daemon.listenTcp({
+          host: tcp.host ?? '127.0.0.1',
+          port: tcp.port,
+          tokenFile: tcp.tokenFile,
+          ...(tcp.maxConnections !== undefined && { maxConnections: tcp.maxConnections }),
+          ...(tcp.authTimeoutMs !== undefined && { authTimeoutMs: tcp.authTimeoutMs }),
+        });
         process.stderr.write(`subagentd also listening on ${tcp.host ?? '127.0.0.1'}:${port} (bearer token required)\n`);
       }
+      await daemon.listen(settings.socket);
+      process.stderr.write(`subagentd ${daemon.identity.version} listening on ${settings.socket} (pid ${process.pid})\n`);
     }
   } catch (error) {
     // Half-started: release the socket, the lock and the log before reporting.

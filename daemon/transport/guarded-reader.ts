@@ -4,6 +4,15 @@
  * object ids and non-JSON bodies without a reply. This reader bounds every frame, parses and
  * checks the JSON-RPC envelope itself, and reports each violation either as an error reply the
  * connection should send (the frame boundary was sound) or as fatal (the stream can't be trusted).
+ *
+ * Rule: only a well-formed envelope reaches the library, because the library trusts the shape it
+ * is given (a `$/cancelRequest` without `params.id`, or a request id of null, throws inside it).
+ *  - request: method string, id string or safe integer, params object → delivered;
+ *  - notification: no id; `$/cancelRequest` needs params.id string or safe integer → else dropped;
+ *  - response: an id (string, safe integer; null only on an error), exactly one of result/error,
+ *    an error being {code: integer, message: string} → else dropped (there is no one to answer);
+ *  - a request with a bad id is answered -32600 with id null (JSON-RPC 2.0 §5); a notification or
+ *    response that is dropped is only counted and logged, never answered.
  */
 import type { Readable } from 'node:stream';
 import { AbstractMessageReader, type DataCallback, type Disposable, type Message } from 'vscode-jsonrpc/node';
@@ -28,6 +37,8 @@ export type Violation =
       readonly message: string;
       readonly data?: { readonly code: 'INVALID_REQUEST'; readonly field: string };
     }
+  /** A notification or response that was unsound: not delivered, not answered. */
+  | { readonly kind: 'dropped'; readonly message: string }
   | { readonly kind: 'fatal'; readonly message: string };
 
 const HEADER_END = Buffer.from('\r\n\r\n');
@@ -142,6 +153,10 @@ export class GuardedMessageReader extends AbstractMessageReader {
       this.reply(id, JSONRPC_ERRORS.INVALID_REQUEST, checked);
       return;
     }
+    if ('drop' in checked) {
+      this.onViolation({ kind: 'dropped', message: checked.drop });
+      return;
+    }
     const m = checked as { method?: string; id?: unknown; params?: unknown };
     if (m.method !== undefined) {
       // Every method takes one params object: positional params would be spread into the handler.
@@ -194,28 +209,54 @@ export class GuardedMessageReader extends AbstractMessageReader {
 function idOf(message: unknown): string | number | null {
   if (typeof message !== 'object' || message === null || Array.isArray(message)) return null;
   const id = (message as { id?: unknown }).id;
-  return typeof id === 'string' || (typeof id === 'number' && Number.isSafeInteger(id)) ? id : null;
+  return isId(id) ? id : null;
 }
 
-/** Returns the message when its envelope is sound, else the reason it is not. */
-function checkEnvelope(message: unknown, maxDepth: number): Message | string {
+/** A JSON-RPC id the daemon can correlate: a string or a safe integer (never null, a float or an object). */
+export function isId(id: unknown): id is string | number {
+  return typeof id === 'string' || (typeof id === 'number' && Number.isSafeInteger(id));
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * Returns the message when its envelope is sound, a reason string when it must be answered
+ * -32600, or `{ drop }` for a notification or response that is unsound (no one to answer).
+ */
+function checkEnvelope(message: unknown, maxDepth: number): Message | string | { drop: string } {
   if (Array.isArray(message)) return 'batches are not supported: send one request per frame';
-  if (typeof message !== 'object' || message === null) return 'a message must be a JSON object';
-  const m = message as Record<string, unknown>;
+  if (!isObject(message)) return 'a message must be a JSON object';
+  const m = message;
   if (m['jsonrpc'] !== '2.0') return 'jsonrpc must be "2.0"';
-  if ('id' in m && !(typeof m['id'] === 'string' || m['id'] === null || (typeof m['id'] === 'number' && Number.isSafeInteger(m['id'])))) {
-    return 'id must be a string, an integer or null';
-  }
   if ('method' in m) {
     if (typeof m['method'] !== 'string' || m['method'].length === 0) return 'method must be a non-empty string';
     if ('params' in m && (typeof m['params'] !== 'object' || m['params'] === null)) {
       return 'params must be an object or an array';
     }
-  } else if (!('id' in m) || !('result' in m || 'error' in m)) {
+    if ('id' in m) {
+      if (!isId(m['id'])) return 'a request id must be a string or an integer';
+    } else if (m['method'] === '$/cancelRequest' && !(isObject(m['params']) && isId(m['params']['id']))) {
+      return { drop: '$/cancelRequest needs params.id, a string or an integer' };
+    }
+  } else if ('result' in m || 'error' in m) {
+    const unsound = responseProblem(m);
+    if (unsound) return { drop: unsound };
+  } else {
     return 'a message must be a request, a notification or a response';
   }
   if (depthExceeds(message, maxDepth)) return `message nested deeper than ${maxDepth} levels`;
   return message as Message;
+}
+
+function responseProblem(m: Record<string, unknown>): string | undefined {
+  if ('result' in m === 'error' in m) return 'a response has exactly one of result and error';
+  if ('result' in m) return isId(m['id']) ? undefined : 'a result must answer a string or integer id';
+  const error = m['error'];
+  if (!isObject(error) || !Number.isSafeInteger(error['code']) || typeof error['message'] !== 'string') {
+    return 'an error must be {code: integer, message: string}';
+  }
+  // id null: the peer could not read one of our requests; nothing to correlate, only to log.
+  return isId(m['id']) ? undefined : 'an error response answers no request we can name';
 }
 
 function depthExceeds(root: unknown, maxDepth: number): boolean {

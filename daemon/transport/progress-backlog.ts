@@ -1,8 +1,9 @@
 /**
  * Streamed progress waiting for a slow reader. Text deltas of a run are merged into one, so a
- * reader that falls behind gets the same text in fewer messages; past the size bound the oldest
- * progress is dropped (and counted). Lifecycle events never pass through here: they are sent
- * as they come, so `subagent/end` is never dropped.
+ * reader that falls behind gets the same text in fewer messages. The backlog is bounded in bytes:
+ * `push` refuses an event that would take it past the bound, and its owner treats that reader as
+ * not reading (it disconnects it; nothing is dropped silently). Lifecycle events never pass
+ * through here: they are sent as they come.
  */
 import type { RunEvent } from '../../protocol/index.js';
 
@@ -12,8 +13,6 @@ export class ProgressBacklog {
   private readonly runs = new Map<string, RunEvent[]>();
   private bytes = 0;
   private count = 0;
-  /** Events dropped since the connection opened. */
-  dropped = 0;
 
   constructor(private readonly maxBytes: number) {}
 
@@ -21,7 +20,17 @@ export class ProgressBacklog {
     return this.count;
   }
 
-  push(runId: string, event: RunEvent): void {
+  /** Bytes of progress waiting. */
+  get waitingBytes(): number {
+    return this.bytes;
+  }
+
+  /**
+   * Queues the event; false (and nothing queued) when it would take the backlog past its bound.
+   * An empty backlog takes any one event: it is already in memory, and it is what the reader lacks.
+   */
+  push(runId: string, event: RunEvent): boolean {
+    if (this.bytes > 0 && this.bytes + sizeOf(event) > this.maxBytes) return false;
     let queue = this.runs.get(runId);
     if (!queue) this.runs.set(runId, (queue = []));
     const last = queue[queue.length - 1];
@@ -32,7 +41,7 @@ export class ProgressBacklog {
       this.count += 1;
     }
     this.bytes += sizeOf(event);
-    while (this.bytes > this.maxBytes && this.count > 0) this.dropOldest();
+    return true;
   }
 
   /** All of one run's waiting events, in order (sent before its `subagent/end`). */
@@ -58,15 +67,6 @@ export class ProgressBacklog {
       }
     }
     return out;
-  }
-
-  private dropOldest(): void {
-    let fattest: RunEvent[] | undefined;
-    for (const queue of this.runs.values()) if (!fattest || queue.length > fattest.length) fattest = queue;
-    const event = fattest?.shift();
-    if (!event) return;
-    this.forget([event]);
-    this.dropped += 1;
   }
 
   private forget(events: RunEvent[]): void {

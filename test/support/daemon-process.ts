@@ -6,9 +6,11 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createConnection } from 'node:net';
-import { join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 
-export const REPO = resolve(import.meta.dirname, '..', '..');
+// Two levels up from test/support/, or three from the built dist/test/support/ (bench/fuzz.ts uses it).
+const up = resolve(import.meta.dirname, '..', '..');
+export const REPO = basename(up) === 'dist' ? dirname(up) : up;
 export const CLI = join(REPO, 'dist', 'daemon', 'cli.js');
 export const FIXTURE_PROVIDERS = join(REPO, 'dist', 'test', 'fixtures', 'test-providers.js');
 
