@@ -1,13 +1,16 @@
 /**
- * Drives the built `subagentd mcp` with the MCP SDK's own client over stdio, inside a CliSandbox
- * (its own socket and state dir, the daemon auto-started by the face). `close()` ends the face
- * process; the sandbox's cleanup ends the daemon.
+ * Drives the built faces inside a CliSandbox (its own socket and state dir, the daemon
+ * auto-started by the face): `subagentd mcp` with the MCP SDK's own client, `subagentd acp` with
+ * the ACP SDK's client side, both over stdio. `close()` ends the face process; the sandbox's
+ * cleanup ends the daemon.
  */
+import { Readable, Writable } from 'node:stream';
+import * as acp from '@agentclientprotocol/sdk';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { connect, type RemoteSubagentService } from '../../client/index.js';
 import type { RunInfo } from '../../protocol/index.js';
-import { cleanEnv, MAIN, waitUntil, type CliSandbox } from './cli-harness.js';
+import { cleanEnv, MAIN, waitUntil, type CliProcess, type CliSandbox } from './cli-harness.js';
 
 export interface McpFace {
   readonly client: Client;
@@ -47,4 +50,56 @@ export async function waitForRun(ops: RemoteSubagentService, check: (run: RunInf
     what,
   );
   return found as RunInfo;
+}
+
+/** `subagentd acp` driven by the ACP SDK's client side: what the editor received, and its answers. */
+export interface AcpFaceClient {
+  readonly agent: acp.ClientContext;
+  /** Every `session/update` received, in order. */
+  readonly updates: acp.SessionNotification[];
+  /** Every `session/request_permission` received, in order. */
+  readonly permissionRequests: acp.RequestPermissionRequest[];
+  /** How the editor answers a permission request (default: the first option). */
+  answerPermission: (request: acp.RequestPermissionRequest) => acp.RequestPermissionResponse;
+  /** The text of the agent message chunks of one session since `from` (an index into `updates`). */
+  agentText(sessionId: string, from?: number): string;
+  readonly process: CliProcess;
+  close(): Promise<void>;
+}
+
+export function openAcpFace(box: CliSandbox, args: readonly string[]): AcpFaceClient {
+  const proc = box.spawn(['acp', ...args], { timeoutMs: 120_000 });
+  const updates: acp.SessionNotification[] = [];
+  const permissionRequests: acp.RequestPermissionRequest[] = [];
+  const face: AcpFaceClient = {
+    agent: undefined as unknown as acp.ClientContext,
+    updates,
+    permissionRequests,
+    answerPermission: (request) => ({ outcome: { outcome: 'selected', optionId: request.options[0]!.optionId } }),
+    agentText(sessionId, from = 0) {
+      return updates
+        .slice(from)
+        .filter((n) => n.sessionId === sessionId && n.update.sessionUpdate === 'agent_message_chunk')
+        .map((n) => ((n.update as { content: { type: string; text?: string } }).content.text ?? ''))
+        .join('');
+    },
+    process: proc,
+    async close() {
+      connection.close();
+      proc.child.stdin.end();
+      await proc.exited;
+    },
+  };
+  const app = acp
+    .client({ name: 'face-test' })
+    .onNotification(acp.methods.client.session.update, ({ params }) => void updates.push(params))
+    .onRequest(acp.methods.client.session.requestPermission, ({ params }) => {
+      permissionRequests.push(params);
+      return face.answerPermission(params);
+    });
+  const connection = app.connect(
+    acp.ndJsonStream(Writable.toWeb(proc.child.stdin) as WritableStream<Uint8Array>, Readable.toWeb(proc.child.stdout) as ReadableStream<Uint8Array>),
+  );
+  (face as { agent: acp.ClientContext }).agent = connection.agent;
+  return face;
 }
