@@ -61,7 +61,7 @@ import type {
 } from './types.js';
 
 export interface ServiceOptions {
-  readonly clientInfo: InitializeParams['clientInfo'];
+  readonly clientInfo: NonNullable<InitializeParams['clientInfo']>;
   readonly token?: string;
   /** Deadline for control requests (initialize, providers/list, run/cancel, run/dispose, run/sendMessage). */
   readonly requestTimeoutMs?: number;
@@ -641,7 +641,7 @@ function timeout(ms: number | undefined): { timeoutMs?: number } {
 /** `initialize`, and the major-version check of its answer. */
 async function handshake(
   channel: RpcChannel,
-  clientInfo: InitializeParams['clientInfo'],
+  clientInfo: NonNullable<InitializeParams['clientInfo']>,
   token: string | undefined,
   timeoutMs: number | undefined,
 ): Promise<InitializeResult> {
