@@ -107,6 +107,10 @@ it('refuses bad tool input with an MCP error naming the field, and keeps serving
     [{ description: 'x', prompt: 'y', run_in_background: 'yes' }, 'run_in_background'],
     [{ description: 'x', prompt: 'y', provider: 'fork' }, 'provider'],
   ];
+  const jobCases: Array<[string, Record<string, unknown>, string]> = [
+    ['job_output', {}, 'job_id'],
+    ['job_kill', { job_id: 7 }, 'job_id'],
+  ];
   for (const [args, field] of cases) {
     const error = await mcp.client.callTool({ name: 'subagent', arguments: args }).then(
       () => undefined,
@@ -114,6 +118,14 @@ it('refuses bad tool input with an MCP error naming the field, and keeps serving
     );
     expect(error, JSON.stringify(args)).toBeInstanceOf(McpError);
     expect((error as McpError).code).toBe(ErrorCode.InvalidParams);
+    expect((error as McpError).message).toContain(`"${field}"`);
+  }
+  for (const [tool, args, field] of jobCases) {
+    const error = await mcp.client.callTool({ name: tool, arguments: args }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect((error as McpError).code, `${tool} ${JSON.stringify(args)}`).toBe(ErrorCode.InvalidParams);
     expect((error as McpError).message).toContain(`"${field}"`);
   }
   const ok = (await mcp.client.callTool({ name: 'subagent', arguments: { description: 'x', prompt: 'y' } })) as CallToolResult;
@@ -126,7 +138,8 @@ it('runs a call in the background as a job whose output is read later', { timeou
     name: 'subagent',
     arguments: { description: 'Later', prompt: 'Work on it', run_in_background: true },
   })) as CallToolResult;
-  expect(textOf(started)).toBe('started background job subagent-1');
+  expect(textOf(started)).toMatch(/^started background job subagent-1 \(Later\)/);
   const output = (await mcp.client.callTool({ name: 'job_output', arguments: { job_id: 'subagent-1', wait: true } })) as CallToolResult;
-  expect(textOf(output)).toBe('status: completed\nbackground answer');
+  expect(output.isError).toBeFalsy();
+  expect(textOf(output)).toBe('background answer');
 });

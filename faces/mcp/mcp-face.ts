@@ -1,24 +1,19 @@
 /**
  * `subagentd mcp`: the pool as MCP tools, so any MCP host can delegate. Each provider becomes
- * one tool (the first `subagent`, the others `subagent_<name>`), plus `job_output` / `job_kill`
- * for background runs. Rules: bad arguments are an MCP `InvalidParams` error naming the field;
- * a run that did not complete is an `isError` result (headline, diagnostic, partial output); a
- * call's abort cancels its run; a call with a `progressToken` gets `notifications/progress`
- * while the child works. Imports client/ and protocol/ only.
+ * one instance of the seam's model-facing tool (tool/: the first `subagent`, the others
+ * `subagent_<name>`), sharing one background job table and its `job_output` / `job_kill`;
+ * `send_message`, `interrupt_agent` and `list_agents` come along when the service can continue
+ * children. What this face adds is MCP: bad arguments are an `InvalidParams` error naming the
+ * field; a call's abort cancels its run; a call with a `progressToken` gets
+ * `notifications/progress` while its child works. Imports client/, protocol/ and tool/ only.
  */
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import {
-  CallToolRequestSchema,
-  ErrorCode,
-  ListToolsRequestSchema,
-  McpError,
-  type CallToolResult,
-  type Tool,
-} from '@modelcontextprotocol/sdk/types.js';
-import { SubagentError, type ProviderInfo, type RemoteSubagentService } from '../../client/index.js';
-import { BackgroundJobs } from './background-jobs.js';
+import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { ParentRef, RemoteSubagentService, RunEvent } from '../../client/index.js';
+import { SubagentError } from '../../protocol/index.js';
+import { BackgroundJobs, createChildControlTools, createSubagentTool, type SubagentToolHandle, type ToolDefinition, type ToolService, type ToolStartRequest } from '../../tool/index.js';
 import { DEFAULT_HEARTBEAT_MS, ProgressForwarder } from './progress.js';
-import { describeSubagentTool, readFailure, readResult } from './subagent-tool-stand-in.js';
+import { checkToolInput } from './tool-input.js';
 
 export interface McpFaceOptions {
   readonly service: RemoteSubagentService;
@@ -32,134 +27,78 @@ export interface McpFaceOptions {
   readonly heartbeatMs?: number;
 }
 
+/** The calling agent as this face knows it: the host, plus where this call's progress goes. */
+interface Caller {
+  readonly ref: ParentRef;
+  readonly onEvent?: (event: RunEvent) => void;
+}
+
 /** Tool name → provider; the first provider is the plain `subagent`. */
 export function toolNames(providers: readonly string[]): Map<string, string> {
   return new Map(providers.map((provider, i) => [i === 0 ? 'subagent' : `subagent_${provider}`, provider]));
 }
 
-const invalid = (tool: string, field: string, rule: string): McpError =>
-  new McpError(ErrorCode.InvalidParams, `${tool}: "${field}" ${rule}`, { field });
-
-interface DelegateArgs {
-  readonly description: string;
-  readonly prompt: string;
-  readonly background: boolean;
+/** The client service in the tool's terms, with each call's progress sink riding on its caller. */
+function toolService(service: RemoteSubagentService): ToolService<Caller> {
+  return {
+    list: () => service.list(),
+    getProvider: (name) => service.getProvider(name),
+    on: ((event: 'subagent/provider-added' | 'subagent/provider-removed', listener: (payload: never) => void) =>
+      service.on(event, listener as never)) as ToolService<Caller>['on'],
+    start: (provider, request: ToolStartRequest<Caller>) =>
+      service.start(provider, { ...request, parent: request.parent.ref, ...(request.parent.onEvent && { onEvent: request.parent.onEvent }) }),
+  };
 }
-
-function parseDelegateArgs(tool: string, args: Record<string, unknown>): DelegateArgs {
-  for (const key of Object.keys(args)) {
-    if (!['description', 'prompt', 'run_in_background'].includes(key)) throw invalid(tool, key, 'is not a parameter of this tool');
-  }
-  const { description, prompt, run_in_background: background } = args;
-  if (typeof description !== 'string' || !description.trim()) throw invalid(tool, 'description', 'must be a non-empty string');
-  if (typeof prompt !== 'string' || !prompt.trim()) throw invalid(tool, 'prompt', 'must be a non-empty string');
-  if (background !== undefined && typeof background !== 'boolean') throw invalid(tool, 'run_in_background', 'must be a boolean');
-  return { description, prompt, background: background === true };
-}
-
-function jobId(tool: string, args: Record<string, unknown>): string {
-  if (typeof args['job_id'] !== 'string' || !args['job_id']) throw invalid(tool, 'job_id', 'must be a job id such as "subagent-1"');
-  return args['job_id'];
-}
-
-const result = (text: string, isError = false): CallToolResult => ({ content: [{ type: 'text', text }], ...(isError && { isError }) });
-
-const JOB_TOOLS: Tool[] = [
-  {
-    name: 'job_output',
-    description: 'Read the status and output of a background subagent job; with wait, after it finishes.',
-    inputSchema: {
-      type: 'object',
-      properties: { job_id: { type: 'string', description: 'The id run_in_background returned.' }, wait: { type: 'boolean' } },
-      required: ['job_id'],
-    },
-  },
-  {
-    name: 'job_kill',
-    description: 'Stop a background subagent job.',
-    inputSchema: { type: 'object', properties: { job_id: { type: 'string' } }, required: ['job_id'] },
-  },
-];
 
 export function createMcpFace(options: McpFaceOptions): { readonly server: Server; close(): Promise<void> } {
   const { service } = options;
-  const routes = toolNames(options.providers);
-  const describe = (provider: string): ProviderInfo => {
+  const tools = toolService(service);
+  const jobs = new BackgroundJobs();
+  const handles: SubagentToolHandle<Caller>[] = [...toolNames(options.providers)].map(([toolName, provider]) => {
     const info = service.getProvider(provider);
     if (!info) throw new SubagentError('NO_PROVIDER', `no provider named '${provider}' (available: ${service.list().join(', ')})`);
-    return info;
-  };
-  for (const provider of routes.values()) describe(provider);
-  const jobs = new BackgroundJobs();
+    const handle = createSubagentTool(
+      tools,
+      {
+        provider,
+        toolName,
+        // A provider that cannot cap depth is told nothing rather than refused.
+        ...(!info.capabilities.depthLimit && { maxDepth: 'provider-managed' as const }),
+        ...(options.model !== undefined && { agentOptions: { model: options.model } }),
+      },
+      { jobs },
+    );
+    const refusal = handle.refusal();
+    if (refusal) throw refusal;
+    return handle;
+  });
+  const extra: ToolDefinition<Caller>[] = [...(handles[0]?.jobTools() ?? []), ...(tools.children ? createChildControlTools<Caller>(tools.children as never).all : [])];
+  const current = (): ToolDefinition<Caller>[] => [...handles.flatMap((h) => h.current() ?? []), ...extra];
+
   const server = new Server({ name: 'subagentd', version: options.version }, { capabilities: { tools: {} } });
-  const parent = { sessionId: `mcp-${process.pid}`, cwd: options.cwd };
-  const agentOptions = options.model !== undefined ? { agentOptions: { model: options.model } } : {};
+  const ref: ParentRef = { sessionId: `mcp-${process.pid}`, cwd: options.cwd };
 
   server.setRequestHandler(ListToolsRequestSchema, () => ({
-    tools: [
-      ...[...routes].map(([name, provider]): Tool => {
-        const text = describeSubagentTool(describe(provider), true);
-        return { name, description: text.description, inputSchema: text.inputSchema as Tool['inputSchema'] };
-      }),
-      ...JOB_TOOLS,
-    ],
+    tools: current().map((t): Tool => ({ name: t.name, description: t.description, inputSchema: t.inputSchema as Tool['inputSchema'] })),
   }));
 
-  server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
+  server.setRequestHandler(CallToolRequestSchema, async (request, call): Promise<CallToolResult> => {
     const { name } = request.params;
+    const tool = current().find((t) => t.name === name);
+    if (!tool) throw new McpError(ErrorCode.InvalidParams, `unknown tool "${name}"`, { field: 'name' });
     const args = request.params.arguments ?? {};
-    if (name === 'job_output') {
-      const read = await jobs.read(jobId(name, args), args['wait'] === true);
-      if (!read) throw invalid(name, 'job_id', 'names no job of this server');
-      return result(`status: ${read.status}${read.text ? `\n${read.text}` : ''}`, read.status === 'failed');
-    }
-    if (name === 'job_kill') {
-      if (!jobs.kill(jobId(name, args))) throw invalid(name, 'job_id', 'names no job of this server');
-      return result('kill requested');
-    }
-    const provider = routes.get(name);
-    if (provider === undefined) throw new McpError(ErrorCode.InvalidParams, `unknown tool "${name}"`, { field: 'name' });
-    const call = parseDelegateArgs(name, args);
-    const startRequest = (signal: AbortSignal, onEvent?: ProgressForwarder['onEvent']) =>
-      service.start(provider, {
-        label: call.description,
-        prompt: [{ type: 'text', text: call.prompt }],
-        parent,
-        signal,
-        ...agentOptions,
-        ...(onEvent && { onEvent }),
-      });
-    if (call.background) return result(`started background job ${jobs.add((signal) => startRequest(signal))}`);
-
-    const token = extra._meta?.progressToken;
+    checkToolInput(name, tool.inputSchema, args);
+    const token = call._meta?.progressToken;
     const progress =
       token === undefined
         ? undefined
         : new ProgressForwarder(
-            (value, message) =>
-              extra.sendNotification({ method: 'notifications/progress', params: { progressToken: token, progress: value, message } }),
+            (value, message) => call.sendNotification({ method: 'notifications/progress', params: { progressToken: token, progress: value, message } }),
             options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS,
           );
     try {
-      let run;
-      try {
-        run = await startRequest(extra.signal, progress?.onEvent);
-      } catch (error) {
-        return result(readFailure(error), true);
-      }
-      progress?.report(`started ${call.description}`);
-      let read: { text: string; isError: boolean };
-      try {
-        read = readResult(await run.result);
-      } catch (error) {
-        read = { text: readFailure(error), isError: true };
-      }
-      try {
-        await run.dispose();
-      } catch (error) {
-        read = { text: `${read.text}\ndispose failed: ${error instanceof Error ? error.message : String(error)}`, isError: true };
-      }
-      return result(read.text, read.isError);
+      const result = await tool.execute(args, { signal: call.signal, parent: { ref, ...(progress && { onEvent: progress.onEvent }) } });
+      return { content: result.content, ...(result.isError && { isError: true }) };
     } finally {
       progress?.stop();
     }
@@ -168,7 +107,7 @@ export function createMcpFace(options: McpFaceOptions): { readonly server: Serve
   return {
     server,
     async close() {
-      await jobs.close();
+      for (const handle of handles) await handle.dispose();
       await server.close();
     },
   };

@@ -137,7 +137,7 @@ const delay = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
 
 export interface ChatCompletionsServerOptions {
   /** Answers a request when the queue is empty (a real agent's request count is not known ahead). */
-  readonly fallback?: (body: any) => ScriptedResponse;
+  readonly fallback?: Responder;
 }
 
 export async function startChatCompletionsServer(options: ChatCompletionsServerOptions = {}): Promise<ChatCompletionsServer> {
