@@ -4,6 +4,7 @@
  * loaded again by a new face process after the daemon restarted (history replayed, the child
  * continued). Then a child's permission prompt round-trips through the editor.
  */
+import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import * as acp from '@agentclientprotocol/sdk';
 import { SDK_AGENT } from './fixtures/acp-harness.js';
@@ -126,4 +127,39 @@ it("relays a child's permission prompt to the editor as session/request_permissi
   // The fixture ends its turn `cancelled` when the permission was cancelled.
   expect(answer).toEqual({ stopReason: 'cancelled' });
   expect(editor.agentText(sessionId, second)).toBe('');
+});
+
+it("reads and writes through the editor's fs/* when the editor offers it", { timeout: HEAVY_TEST_MS }, async () => {
+  const script = box.file('fs-child.json', {
+    steps: [
+      {
+        toolCalls: [
+          { name: 'editor_read_file', arguments: { path: 'notes.txt' }, id: 'call-read' },
+          { name: 'editor_write_file', arguments: { path: 'out/summary.md', content: '# summary' }, id: 'call-write' },
+          { name: 'editor_read_file', arguments: { path: '../outside.txt' }, id: 'call-escape' },
+        ],
+      },
+      { text: 'Done with the files.', finish: 'stop' },
+    ],
+  });
+  const editor = face(['--model', `scripted:${script}`]);
+  editor.files.set(join(box.work, 'notes.txt'), 'unsaved buffer text');
+  await editor.agent.request(acp.methods.agent.initialize, {
+    protocolVersion: acp.PROTOCOL_VERSION,
+    clientCapabilities: { fs: { readTextFile: true, writeTextFile: true } },
+  });
+  const { sessionId } = await editor.agent.request(acp.methods.agent.session.new, { cwd: box.work, mcpServers: [] });
+  expect(await prompt(editor, sessionId, 'Use the files')).toEqual({ stopReason: 'end_turn' });
+  expect(editor.fsRequests).toEqual([
+    { method: 'fs/read_text_file', params: { sessionId, path: join(box.work, 'notes.txt') } },
+    { method: 'fs/write_text_file', params: { sessionId, path: join(box.work, 'out', 'summary.md'), content: '# summary' } },
+  ]);
+  const results = editor.updates.filter((n) => n.update.sessionUpdate === 'tool_call_update').map((n) => n.update as { toolCallId: string; status: string; content?: Array<{ content: { text: string } }> });
+  expect(results.map((r) => [r.toolCallId, r.status])).toEqual([
+    ['call-read', 'completed'],
+    ['call-write', 'completed'],
+    ['call-escape', 'failed'],
+  ]);
+  expect(results[0]!.content?.[0]?.content.text).toBe('unsaved buffer text');
+  expect(editor.agentText(sessionId)).toBe('Done with the files.');
 });

@@ -4,14 +4,16 @@
  * prompt resumes it (the seam's one-shot `resume`; continuable children are not in main yet),
  * and `session/cancel` cancels the running turn. `session/load` re-attaches to the child by the
  * stored run token, after the editor, this face or the daemon restarted, and replays its log.
- * Permission prompts of a child go to the editor as `session/request_permission`.
+ * Permission prompts of a child go to the editor as `session/request_permission`; when the
+ * editor offers `fs/*`, the child also gets tools that read and write through it.
  * Failures: an unknown session is `resourceNotFound`; a second prompt while one runs is
  * `invalidRequest`; a run that failed answers the prompt with an internal error carrying its
  * diagnostic (ACP has no failed stop reason). Imports client/ and protocol/ only.
  */
 import * as acp from '@agentclientprotocol/sdk';
-import { SubagentError, type PermissionHandler, type RemoteSubagentRun, type RemoteSubagentService } from '../../client/index.js';
+import { SubagentError, type ClientTool, type PermissionHandler, type RemoteSubagentRun, type RemoteSubagentService } from '../../client/index.js';
 import type { RunEvent, SessionEvent } from '../../protocol/index.js';
+import { editorFsTools, type EditorFs } from './editor-fs-tools.js';
 import { SessionStore, type StoredSession } from './session-store.js';
 import { promptContent, stopReasonOf, updatesForEvent, updatesForRunEvent } from './session-updates.js';
 
@@ -48,6 +50,7 @@ export function createAcpFace(options: AcpFaceOptions): AcpFace {
   const { service, store } = options;
   const sessions = new Map<string, LiveSession>();
   let editor: acp.AgentContext | undefined;
+  let editorFs: EditorFs | undefined;
   let permissionIds = 0;
 
   const notify = (live: LiveSession, update: acp.SessionUpdate): void => {
@@ -78,21 +81,33 @@ export function createAcpFace(options: AcpFaceOptions): AcpFace {
     store.write(live.stored);
   };
 
-  const startTurn = (live: LiveSession, prompt: ReturnType<typeof promptContent>, signal: AbortSignal): Promise<RemoteSubagentRun> => {
+  const startTurn = async (live: LiveSession, prompt: ReturnType<typeof promptContent>, signal: AbortSignal): Promise<RemoteSubagentRun> => {
     if (live.run?.resume) return live.run.resume(prompt, { signal });
     if (live.run) throw acp.RequestError.invalidRequest(undefined, `provider '${live.stored.provider}' cannot continue a child`);
-    return service.start(live.stored.provider, {
-      prompt,
-      parent: { sessionId: live.stored.sessionId, cwd: live.stored.cwd },
-      signal,
-      onEvent: live.onEvent,
-      ...(options.model !== undefined && { agentOptions: { model: options.model } }),
-    }) as Promise<RemoteSubagentRun>;
+    const start = (tools: ClientTool[]) =>
+      service.start(live.stored.provider, {
+        prompt,
+        ...(tools.length > 0 && { tools }),
+        parent: { sessionId: live.stored.sessionId, cwd: live.stored.cwd },
+        signal,
+        onEvent: live.onEvent,
+        ...(options.model !== undefined && { agentOptions: { model: options.model } }),
+      }) as Promise<RemoteSubagentRun>;
+    const tools = editorFsTools(editorFs, () => editor, live.stored.sessionId, live.stored.cwd);
+    try {
+      return await start(tools);
+    } catch (error) {
+      // A provider that cannot host client tools (an external ACP agent) works without the editor's fs.
+      if (tools.length === 0 || !(error instanceof SubagentError && error.code === 'UNSUPPORTED_CAPABILITY')) throw error;
+      return start([]);
+    }
   };
 
   const app = acp
     .agent({ name: 'subagentd' })
-    .onRequest(acp.methods.agent.initialize, () => ({
+    .onRequest(acp.methods.agent.initialize, ({ params }) => {
+      editorFs = params.clientCapabilities?.fs;
+      return {
       protocolVersion: acp.PROTOCOL_VERSION,
       agentCapabilities: {
         loadSession: true,
@@ -101,7 +116,8 @@ export function createAcpFace(options: AcpFaceOptions): AcpFace {
       },
       agentInfo: { name: 'subagentd', version: options.version },
       authMethods: [],
-    }))
+      };
+    })
     .onRequest(acp.methods.agent.session.new, ({ params }) => {
       const stored: StoredSession = { sessionId: SessionStore.newId(), cwd: params.cwd, provider: options.provider };
       store.write(stored);

@@ -59,6 +59,10 @@ export interface AcpFaceClient {
   readonly updates: acp.SessionNotification[];
   /** Every `session/request_permission` received, in order. */
   readonly permissionRequests: acp.RequestPermissionRequest[];
+  /** `fs/*` requests received, in order; reads are answered from `files`. */
+  readonly fsRequests: Array<{ method: string; params: { path: string; content?: string } }>;
+  /** The editor's buffers by absolute path. */
+  readonly files: Map<string, string>;
   /** How the editor answers a permission request (default: the first option). */
   answerPermission: (request: acp.RequestPermissionRequest) => acp.RequestPermissionResponse;
   /** The text of the agent message chunks of one session since `from` (an index into `updates`). */
@@ -71,7 +75,11 @@ export function openAcpFace(box: CliSandbox, args: readonly string[]): AcpFaceCl
   const proc = box.spawn(['acp', ...args], { timeoutMs: 120_000 });
   const updates: acp.SessionNotification[] = [];
   const permissionRequests: acp.RequestPermissionRequest[] = [];
+  const fsRequests: AcpFaceClient['fsRequests'] = [];
+  const files = new Map<string, string>();
   const face: AcpFaceClient = {
+    fsRequests,
+    files,
     agent: undefined as unknown as acp.ClientContext,
     updates,
     permissionRequests,
@@ -96,6 +104,17 @@ export function openAcpFace(box: CliSandbox, args: readonly string[]): AcpFaceCl
     .onRequest(acp.methods.client.session.requestPermission, ({ params }) => {
       permissionRequests.push(params);
       return face.answerPermission(params);
+    })
+    .onRequest(acp.methods.client.fs.readTextFile, ({ params }) => {
+      fsRequests.push({ method: 'fs/read_text_file', params });
+      const content = files.get(params.path);
+      if (content === undefined) throw acp.RequestError.resourceNotFound(params.path);
+      return { content };
+    })
+    .onRequest(acp.methods.client.fs.writeTextFile, ({ params }) => {
+      fsRequests.push({ method: 'fs/write_text_file', params });
+      files.set(params.path, params.content);
+      return {};
     });
   const connection = app.connect(
     acp.ndJsonStream(Writable.toWeb(proc.child.stdin) as WritableStream<Uint8Array>, Readable.toWeb(proc.child.stdout) as ReadableStream<Uint8Array>),
