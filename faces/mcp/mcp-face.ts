@@ -1,9 +1,9 @@
 /**
  * `subagentd mcp`: the pool as MCP tools, so any MCP host can delegate. Each provider becomes
  * one instance of the seam's model-facing tool (tool/: the first `subagent`, the others
- * `subagent_<name>`), sharing one background job table and its `job_output` / `job_kill`;
- * `send_message`, `interrupt_agent` and `list_agents` come along when the service can continue
- * children. What this face adds is MCP: bad arguments are an `InvalidParams` error naming the
+ * `subagent_<name>`), sharing one background job table and its `job_output` / `job_kill`.
+ * (Continuable children and their `send_message` / `interrupt_agent` / `list_agents` are not
+ * offered yet: the client service has no `children` in main.) What this face adds is MCP: bad arguments are an `InvalidParams` error naming the
  * field; a call's abort cancels its run; a call with a `progressToken` gets
  * `notifications/progress` while its child works. Imports client/, protocol/ and tool/ only.
  */
@@ -11,7 +11,7 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { ParentRef, RemoteSubagentService, RunEvent } from '../../client/index.js';
 import { SubagentError } from '../../protocol/index.js';
-import { BackgroundJobs, createChildControlTools, createSubagentTool, type SubagentToolHandle, type ToolDefinition, type ToolService, type ToolStartRequest } from '../../tool/index.js';
+import { BackgroundJobs, createSubagentTool, type SubagentToolHandle, type ToolDefinition, type ToolService, type ToolStartRequest } from '../../tool/index.js';
 import { DEFAULT_HEARTBEAT_MS, ProgressForwarder } from './progress.js';
 import { checkToolInput } from './tool-input.js';
 
@@ -72,7 +72,7 @@ export function createMcpFace(options: McpFaceOptions): { readonly server: Serve
     if (refusal) throw refusal;
     return handle;
   });
-  const extra: ToolDefinition<Caller>[] = [...(handles[0]?.jobTools() ?? []), ...(tools.children ? createChildControlTools<Caller>(tools.children as never).all : [])];
+  const extra: ToolDefinition<Caller>[] = handles[0]?.jobTools() ?? [];
   const current = (): ToolDefinition<Caller>[] => [...handles.flatMap((h) => h.current() ?? []), ...extra];
 
   const server = new Server({ name: 'subagentd', version: options.version }, { capabilities: { tools: {} } });
