@@ -8,6 +8,7 @@
 import { acpBench } from './acp.js';
 import { join } from 'node:path';
 import { childAgents } from './children.js';
+import { facesBench } from './faces.js';
 import { REPO } from './daemons.js';
 import { formatLoad, machine } from './machine.js';
 import { writeBenchmarks } from './markdown.js';
@@ -81,6 +82,11 @@ const sections: SectionRun[] = [
     name: 'startup',
     timeoutMs: 120_000,
     run: (cleanup) => startupBench(report, cleanup, { pairs: q(10, 3) }),
+  },
+  {
+    name: 'faces',
+    timeoutMs: 90_000,
+    run: (cleanup, world) => facesBench(report, cleanup, world, { calls: q(40, 8), warmup: q(5, 2) }),
   },
 ];
 

@@ -81,6 +81,11 @@ export async function connectCommand(settings: CommonSettings): Promise<number> 
     process.stdin.on('end', () => socket.end());
     socket.pipe(process.stdout);
     socket.on('error', () => undefined);
-    socket.on('close', () => resolve(0));
+    // The daemon ended the session (an LSP `exit`, a stop): end too, even though the editor
+    // still holds our stdin open; editors restart a server whose stdout closed.
+    socket.on('close', () => {
+      process.stdin.destroy();
+      resolve(0);
+    });
   });
 }

@@ -28,6 +28,9 @@ const USAGE = `usage: subagentd <command> [options]
                                  one run: its record, session header and events
   logs [--follow] [--json]       the daemon log
   connect                        relay stdio to the shared daemon (for editor extensions)
+  mcp [--provider P]… [--model M]
+                                 an MCP server on stdio: the pool as tools for MCP agents
+  acp [--provider P] [--model M] an ACP agent on stdio: pooled children for ACP editors
 
 options for every command:
   --socket PATH     the daemon's unix socket (env SUBAGENTD_SOCKET)
@@ -101,6 +104,8 @@ const commands: Record<string, Command> = {
   async connect(argv) {
     return connectCommand(commonSettings(parse(argv).values));
   },
+  mcp: async (argv) => (await import('./face-commands.js')).faceCommand('mcp', argv),
+  acp: async (argv) => (await import('./face-commands.js')).faceCommand('acp', argv),
 };
 
 async function main(argv: string[]): Promise<number> {

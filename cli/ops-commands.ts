@@ -132,7 +132,7 @@ export async function inspectCommand(settings: CommonSettings, runId: string, fo
   }
 }
 
-async function readSession(settings: CommonSettings, id: string): Promise<{ header: SessionHeader; events: SessionEvent[] } | undefined> {
+export async function readSession(settings: CommonSettings, id: string): Promise<{ header: SessionHeader; events: SessionEvent[] } | undefined> {
   const file = join(stateFiles(settings.stateDir).sessions, `${id}.jsonl`);
   if (!existsSync(file)) return undefined;
   const loaded = await readSessionFile(file);

@@ -18,7 +18,7 @@ export interface CommonConnectOptions {
   /** The daemon's token. For a socket it defaults to the contents of `<socket>.token`, if readable. */
   readonly token?: string;
   /** Defaults to `{ name: 'subagentd-client', version: <this package's version> }`. */
-  readonly clientInfo?: InitializeParams['clientInfo'];
+  readonly clientInfo?: NonNullable<InitializeParams['clientInfo']>;
   /** Deadline for control requests; past it they reject with DAEMON_UNRESPONSIVE. None by default. */
   readonly requestTimeoutMs?: number;
   /** Deadline for a start (or resume) to become ready. None by default: children may take long. */

@@ -63,7 +63,7 @@ import type {
 } from './types.js';
 
 export interface ServiceOptions {
-  readonly clientInfo: InitializeParams['clientInfo'];
+  readonly clientInfo: NonNullable<InitializeParams['clientInfo']>;
   readonly token?: string;
   /** Deadline for control requests (initialize, providers/list, run/cancel, run/dispose, run/sendMessage). */
   readonly requestTimeoutMs?: number;
@@ -114,7 +114,7 @@ export class RemoteSubagentService {
   private readonly controls: RunControls = {
     dispose: (record) => this.disposeRun(record),
     sendMessage: (record, content) => this.sendMessage(record, content),
-    resume: (record, content) => this.resumeRun(record, content),
+    resume: (record, content, signal) => this.resumeRun(record, content, signal),
     wait: (record) => this.waitRun(record),
     mayRetryDispose: (error) => this.mayRecover(error),
   };
@@ -240,6 +240,36 @@ export class RemoteSubagentService {
     this.retained.clear();
   }
 
+  /**
+   * Takes over a run by its token (one this process started before it restarted, or one an
+   * earlier daemon ran) and returns a handle for it, so that its `resume` and `dispose` go
+   * through this service. `onEvent` receives the streamed events of its continuations.
+   */
+  async adopt(runId: string, runToken: string, options: { readonly onEvent?: (event: RunEvent) => void } = {}): Promise<RemoteSubagentRun> {
+    const gone = this.unavailable();
+    if (gone) throw gone;
+    const endStart = this.runs.beginStart();
+    try {
+      const { run, result } = await this.attach(this.channel, { runId, runToken });
+      const descriptor = this.directory.get(run.provider);
+      const record = new RunRecord({
+        runId,
+        runToken,
+        provider: run.provider,
+        runtime: descriptor?.runtime ?? { sendMessage: false, resume: false },
+        tools: new Map(),
+        onEvent: options.onEvent,
+        logger: this.logger,
+      });
+      this.runs.add(record);
+      if (result) record.resolve(result);
+      if (this.options.reconnect) this.retainOnceSettled(record);
+      return createRunHandle(record, { runId, runToken, provider: run.provider, id: run.id, local: false }, this.controls);
+    } finally {
+      endStart();
+    }
+  }
+
   private async startRemote(name: string, request: ClientStartRequest): Promise<RemoteSubagentRun> {
     const gone = this.unavailable();
     if (gone) throw gone;
@@ -338,10 +368,10 @@ export class RemoteSubagentService {
       .catch((error: unknown) => this.logger.error(`sendMessage to run ${record.runId} failed`, error));
   }
 
-  private async resumeRun(record: RunRecord, content: ContentBlock[]): Promise<RemoteSubagentRun> {
-    // The continuation keeps the run's runtime, tools and progress handler; it has no start signal.
+  private async resumeRun(record: RunRecord, content: ContentBlock[], signal?: AbortSignal): Promise<RemoteSubagentRun> {
+    // The continuation keeps the run's runtime, tools and progress handler; its signal is its own.
     const params = { runId: record.runId, prompt: content, ...(record.onEvent ? { stream: true } : {}) };
-    return this.openRun(record.runtime, undefined, record.tools, record.onEvent, (token) =>
+    return this.openRun(record.runtime, signal, record.tools, record.onEvent, (token) =>
       this.channel.request(ResumeRequest, params, {
         token,
         validateAs: 'subagent/start#result',
@@ -505,7 +535,7 @@ export class RemoteSubagentService {
     ]);
   }
 
-  private attach(channel: RpcChannel, record: RunRecord): Promise<AttachResult> {
+  private attach(channel: RpcChannel, record: Pick<RunRecord, 'runId' | 'runToken'>): Promise<AttachResult> {
     return channel.request(
       AttachRequest,
       { runId: record.runId, runToken: record.runToken },
@@ -633,7 +663,7 @@ function timeout(ms: number | undefined): { timeoutMs?: number } {
 /** `initialize`, and the major-version check of its answer. */
 async function handshake(
   channel: RpcChannel,
-  clientInfo: InitializeParams['clientInfo'],
+  clientInfo: NonNullable<InitializeParams['clientInfo']>,
   token: string | undefined,
   timeoutMs: number | undefined,
 ): Promise<InitializeResult> {

@@ -10,7 +10,7 @@ import type { RemoteSubagentRun } from './types.js';
 export interface RunControls {
   dispose(record: RunRecord): Promise<void>;
   sendMessage(record: RunRecord, content: ContentBlock[]): void;
-  resume(record: RunRecord, content: ContentBlock[]): Promise<RemoteSubagentRun>;
+  resume(record: RunRecord, content: ContentBlock[], signal?: AbortSignal): Promise<RemoteSubagentRun>;
   wait(record: RunRecord): Promise<SubagentResult>;
   /**
    * Whether a failed dispose may be sent again (it never reached a daemon the service is
@@ -38,6 +38,8 @@ export function createRunHandle(record: RunRecord, started: StartResult, control
       })),
     wait: () => controls.wait(record),
     ...(runtime.sendMessage ? { sendMessage: (content: ContentBlock[]) => controls.sendMessage(record, content) } : {}),
-    ...(runtime.resume ? { resume: (content: ContentBlock[]) => controls.resume(record, content) } : {}),
+    ...(runtime.resume
+      ? { resume: (content: ContentBlock[], options?: { readonly signal?: AbortSignal }) => controls.resume(record, content, options?.signal) }
+      : {}),
   });
 }

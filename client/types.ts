@@ -4,6 +4,7 @@
  */
 import type {
   ClientToolDeclaration,
+  ContentBlock,
   ParentRef,
   PermissionParams,
   PermissionResult,
@@ -76,6 +77,8 @@ export interface RemoteSubagentRun extends SubagentRun<never> {
   readonly provider: string;
   /** Ask the daemon for the run's result (`run/wait`); for callers that lost the notification. */
   wait(): Promise<SubagentResult>;
+  /** The seam's `resume`; `signal` cancels the continuation (before readiness, and the run after). */
+  resume?(content: ContentBlock[], options?: { readonly signal?: AbortSignal }): Promise<RemoteSubagentRun>;
 }
 
 /** A provider registered in this process; trusted, and started without a round trip. */

@@ -20,6 +20,9 @@ import {
   DisposeRequest,
   EndNotification,
   InitializeRequest,
+  LspExitNotification,
+  LspInitializedNotification,
+  LspShutdownRequest,
   InspectRequest,
   JSONRPC_ERRORS,
   PermissionRequest,
@@ -42,6 +45,7 @@ import {
   WaitRequest,
   type DaemonInbound,
   type EndParams,
+  type InitializeParams,
   type InitializeResult,
   type PermissionParams,
   type PermissionResult,
@@ -320,6 +324,11 @@ export class ClientConnection implements RunOwner {
   private bindHandlers(): void {
     const service = this.ctx.service;
     this.handle(InitializeRequest, (params) => this.initialize(params), false);
+    // LSP's session end, for LSP-style clients: answer `shutdown` (only `daemon/shutdown` stops
+    // the daemon), close this connection on `exit`, and take `initialized` as said.
+    this.handle(LspShutdownRequest, () => null);
+    this.rpc.onNotification(LspExitNotification, () => void this.close('the client sent exit'));
+    this.rpc.onNotification(LspInitializedNotification, () => undefined);
     this.handle(ProvidersListRequest, () => ({ providers: service.registry.all().map(describeProvider) }));
     this.handle(StartRequest, (params, signal) => service.start(params, this, signal));
     this.handle(CancelRequest, ({ runId }) => (service.cancel(runId, this), {}));
@@ -338,26 +347,41 @@ export class ClientConnection implements RunOwner {
     });
   }
 
-  private initialize(params: { protocolVersion: string; clientInfo: { name: string; version: string }; token?: string }): InitializeResult {
+  private initialize(params: InitializeParams): InitializeResult {
     if (this.initialized) throw new SubagentError('INVALID_REQUEST', 'initialize was already called on this connection');
+    // An LSP-style client (it sends `capabilities`) keeps our fields in initializationOptions and
+    // may leave out the version (then it means ours) and clientInfo.
+    const lsp = params.capabilities !== undefined;
+    const options = params.initializationOptions ?? {};
+    const version = params.protocolVersion ?? options.protocolVersion ?? (lsp ? PROTOCOL_VERSION : undefined);
+    if (version === undefined) {
+      throw new SubagentError('INVALID_REQUEST', 'invalid params for initialize: protocolVersion is required (or capabilities, for an LSP-style client)', {
+        field: '/protocolVersion',
+      });
+    }
+    if (params.clientInfo === undefined && !lsp) {
+      throw new SubagentError('INVALID_REQUEST', 'invalid params for initialize: clientInfo is required', { field: '/clientInfo' });
+    }
     const major = (v: string): string => v.split('.')[0] ?? v;
-    if (major(params.protocolVersion) !== major(PROTOCOL_VERSION)) {
+    if (major(version) !== major(PROTOCOL_VERSION)) {
       throw new SubagentError(
         'PROTOCOL_VERSION',
-        `protocol version mismatch: client speaks ${params.protocolVersion}, daemon speaks ${PROTOCOL_VERSION}`,
-        { clientVersion: params.protocolVersion, daemonVersion: PROTOCOL_VERSION },
+        `protocol version mismatch: client speaks ${version}, daemon speaks ${PROTOCOL_VERSION}`,
+        { clientVersion: version, daemonVersion: PROTOCOL_VERSION },
       );
     }
-    if (this.ctx.token !== undefined && !tokensEqual(params.token, this.ctx.token)) {
+    if (this.ctx.token !== undefined && !tokensEqual(params.token ?? options.token, this.ctx.token)) {
       throw new SubagentError('UNAUTHORIZED', 'missing or wrong daemon token: read it from the token file beside the socket');
     }
     this.initialized = true;
-    this.clientName = `${params.clientInfo.name}@${params.clientInfo.version}`;
-    this.log.info({ client: this.clientName }, 'client initialized');
+    const client = params.clientInfo ?? { name: 'lsp-client' };
+    this.clientName = `${client.name}@${client.version ?? '?'}`;
+    this.log.info({ client: this.clientName, lsp }, 'client initialized');
     return {
       protocolVersion: PROTOCOL_VERSION,
       daemon: this.ctx.identity,
       providers: this.ctx.service.registry.all().map(describeProvider),
+      ...(lsp && { capabilities: {} }),
     };
   }
 

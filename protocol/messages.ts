@@ -70,18 +70,36 @@ export interface DaemonIdentity {
 // ---------------------------------------------------------------------------------------------
 // Requests, client → daemon
 
+/**
+ * Our own clients send `protocolVersion` and `clientInfo`. An LSP-style client (vscode-languageclient
+ * and the like) sends its usual `processId`, `rootUri`, `capabilities`, … instead, and puts what
+ * is ours in `initializationOptions`; `capabilities` marks such a client, for which a missing
+ * protocol version means this one.
+ */
 export interface InitializeParams {
-  readonly protocolVersion: string;
-  readonly clientInfo: { readonly name: string; readonly version: string };
+  readonly protocolVersion?: string;
+  readonly clientInfo?: { readonly name: string; readonly version?: string };
   /** The daemon's token (from the 0600 file beside the socket), when the daemon requires one. */
   readonly token?: string;
+  readonly processId?: number | null;
+  readonly rootUri?: string | null;
+  readonly rootPath?: string | null;
+  readonly capabilities?: Record<string, unknown>;
+  readonly initializationOptions?: { readonly protocolVersion?: string; readonly token?: string; readonly [k: string]: unknown };
+  readonly [lspField: string]: unknown;
 }
 export interface InitializeResult {
   readonly protocolVersion: string;
   readonly daemon: DaemonIdentity;
   readonly providers: ProviderDescriptor[];
+  /** Answered to LSP-style clients only: the daemon offers no language features. */
+  readonly capabilities?: Record<string, never>;
 }
 export const InitializeRequest = new RequestType<InitializeParams, InitializeResult, SubagentErrorData>('initialize');
+/** LSP's end of a session, for LSP-style clients: `shutdown` is answered (the daemon stays up), `exit` closes the connection. */
+export const LspShutdownRequest = new RequestType<Record<string, never> | undefined, null, SubagentErrorData>('shutdown');
+export const LspExitNotification = new NotificationType<Record<string, never> | undefined>('exit');
+export const LspInitializedNotification = new NotificationType<Record<string, never> | undefined>('initialized');
 
 export type ProvidersListParams = Record<string, never>;
 export interface ProvidersListResult {

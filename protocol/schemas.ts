@@ -178,14 +178,26 @@ const identity = obj(
 
 /** Inbound at the daemon. */
 export const requestSchemas = {
+  // Our clients: protocolVersion and clientInfo. LSP-style clients: their usual fields, ours in
+  // initializationOptions; whichever is missing is judged by the connection (it names the field).
   initialize: obj(
     {
       protocolVersion: nonEmpty(64),
-      clientInfo: obj({ name: nonEmpty(256), version: str(64) }, ['name', 'version']),
+      clientInfo: obj({ name: nonEmpty(256), version: str(64) }, ['name']),
       token: str(1024),
+      processId: { type: ['integer', 'null'] },
+      rootUri: { type: ['string', 'null'], maxLength: 4096 },
+      rootPath: { type: ['string', 'null'], maxLength: 4096 },
+      capabilities: { type: 'object' },
+      initializationOptions: obj({ protocolVersion: nonEmpty(64), token: str(1024) }, [], true),
+      locale: str(64),
+      trace: str(64),
+      workspaceFolders: { type: ['array', 'null'], maxItems: 1024 },
+      workDoneToken: { type: ['string', 'integer'] },
     },
-    ['protocolVersion', 'clientInfo'],
+    [],
   ),
+  shutdown: obj({}),
   'providers/list': obj({}),
   'subagent/start': obj(
     {

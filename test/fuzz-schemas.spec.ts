@@ -71,7 +71,10 @@ const runInfo = {
 };
 
 const daemonExamples: Partial<Record<DaemonInbound, unknown[]>> = {
-  initialize: [{ protocolVersion: '1.0.0', clientInfo: { name: 'fuzz', version: '1' }, token: 't' }],
+  initialize: [
+    { protocolVersion: '1.0.0', clientInfo: { name: 'fuzz', version: '1' }, token: 't' },
+    { processId: 7, rootUri: null, capabilities: {}, initializationOptions: { protocolVersion: '1.0.0', token: 't' }, trace: 'off' },
+  ],
   'providers/list': [{}],
   'subagent/start': [
     { provider: 'echo', prompt: [text], parent: { sessionId: 's', cwd: '/tmp' } },
@@ -98,6 +101,7 @@ const daemonExamples: Partial<Record<DaemonInbound, unknown[]>> = {
   'run/resume': [{ runId: 'run_1', prompt: [text], stream: false }],
   'runs/list': [{}, { state: 'running', provider: 'echo' }],
   'daemon/status': [{}],
+  shutdown: [{}],
   'daemon/shutdown': [{}, { drain: true, timeoutMs: 1000 }],
   'tool/call#result': [{ content: [text], isError: false }],
   'permission/request#result': [{ outcome: 'selected', optionId: 'allow' }, { outcome: 'cancelled' }],

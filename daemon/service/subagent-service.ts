@@ -95,6 +95,8 @@ interface RunRecord {
   disposing?: Promise<void>;
   /** Stopped at a drain's timeout to be continued by the next daemon: its end is not this daemon's to report. */
   checkpointed?: boolean;
+  /** Settled, undisposed, and left `settled` in the index by a drain: its owner may resume it under the next daemon. */
+  keptForNextDaemon?: boolean;
   graceTimer?: NodeJS.Timeout;
 }
 
@@ -392,7 +394,7 @@ export class SubagentService {
         record.state = 'disposed';
         // A disposed child's session stays on disk; holding it in memory too would only grow.
         record.run = undefined;
-        if (!record.checkpointed) this.index?.update(record.runId, { state: 'disposed' });
+        if (!record.checkpointed && !record.keptForNextDaemon) this.index?.update(record.runId, { state: 'disposed' });
         this.disposedCount += 1;
         this.pruneDisposed();
       }
@@ -593,6 +595,7 @@ export class SubagentService {
    * Refuse new starts; with `drain`, let running children finish up to the timeout. Children
    * still running then are checkpointed when their provider can restore them (their logs hold
    * every finished step, and the next daemon continues them), else cancelled; then dispose all.
+   * A drain also leaves settled, undisposed children of such providers resumable by their owners.
    */
   async shutdown(drain: boolean, timeoutMs: number): Promise<void> {
     this.shuttingDown = true;
@@ -608,6 +611,12 @@ export class SubagentService {
         record.checkpointed = true;
         this.index?.update(record.runId, { state: 'checkpointed' });
         this.log.info({ runId: record.runId }, 'drain timed out: child checkpointed for the next daemon');
+      }
+    }
+    if (drain) {
+      // A settled child nobody disposed stays resumable (restored from its log) by the next daemon.
+      for (const record of this.runs.values()) {
+        if (record.state === 'settled' && !record.disposing && this.registry.get(record.provider)?.restore) record.keptForNextDaemon = true;
       }
     }
     await Promise.allSettled([...this.runs.values()].map((record) => this.disposeRecord(record)));

@@ -135,7 +135,12 @@ export function toolCallResponse(calls: ReadonlyArray<{ id: string; name: string
 
 const delay = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-export async function startChatCompletionsServer(): Promise<ChatCompletionsServer> {
+export interface ChatCompletionsServerOptions {
+  /** Answers a request when the queue is empty (a real agent's request count is not known ahead). */
+  readonly fallback?: Responder;
+}
+
+export async function startChatCompletionsServer(options: ChatCompletionsServerOptions = {}): Promise<ChatCompletionsServer> {
   const queue: Array<ScriptedResponse | Responder> = [];
   const requests: RecordedRequest[] = [];
 
@@ -174,7 +179,7 @@ export async function startChatCompletionsServer(): Promise<ChatCompletionsServe
         return;
       }
       const queued = queue.shift();
-      const next = typeof queued === 'function' ? queued(body) : queued;
+      const next = typeof queued === 'function' ? queued(body) : (queued ?? options.fallback?.(body));
       if (next === undefined) {
         sendError(res, 500, 'test server: no scripted response left');
         return;

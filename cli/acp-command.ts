@@ -1,0 +1,41 @@
+/**
+ * `subagentd acp`: the ACP face on stdio (faces/acp), over the shared daemon. Its sessions are
+ * kept under `<state dir>/acp-sessions`, so any face process of this user can load them.
+ */
+import { join } from 'node:path';
+import { Readable, Writable } from 'node:stream';
+import * as acp from '@agentclientprotocol/sdk';
+import type { PermissionHandler } from '../client/index.js';
+import type { CommonSettings } from '../daemon/cli/options.js';
+import { DAEMON_VERSION } from '../daemon/version.js';
+import { createAcpFace } from '../faces/acp/acp-face.js';
+import { SessionStore } from '../faces/acp/session-store.js';
+import { openFaceClient } from './face-client.js';
+import type { FaceCommandOptions } from './mcp-command.js';
+import { readSession } from './ops-commands.js';
+import { absoluteModel } from './run-command.js';
+
+export async function acpCommand(settings: CommonSettings, options: FaceCommandOptions): Promise<number> {
+  // The face answers permission prompts, but it needs the connection first: bind it late.
+  let onPermission: PermissionHandler = () => ({ outcome: 'cancelled' });
+  const service = await openFaceClient(settings, 'acp', (request, context) => onPermission(request, context));
+  const model = absoluteModel(options.model);
+  const face = createAcpFace({
+    service,
+    provider: options.providers[0] ?? 'spawn',
+    store: new SessionStore(join(settings.stateDir, 'acp-sessions')),
+    version: DAEMON_VERSION,
+    readLog: async (childId) => (await readSession(settings, childId))?.events,
+    ...(model !== undefined && { model }),
+  });
+  onPermission = face.onPermission;
+  try {
+    // Node pipes yield Buffers, which are Uint8Arrays; the casts only narrow the web typings.
+    await face.serve(
+      acp.ndJsonStream(Writable.toWeb(process.stdout) as WritableStream<Uint8Array>, Readable.toWeb(process.stdin) as ReadableStream<Uint8Array>),
+    );
+  } finally {
+    await service.close();
+  }
+  return 0;
+}

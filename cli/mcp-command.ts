@@ -1,0 +1,32 @@
+/** `subagentd mcp`: the MCP face on stdio (faces/mcp), over the shared daemon. */
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import type { CommonSettings } from '../daemon/cli/options.js';
+import { DAEMON_VERSION } from '../daemon/version.js';
+import { createMcpFace } from '../faces/mcp/mcp-face.js';
+import { openFaceClient, untilHostLeaves } from './face-client.js';
+import { absoluteModel } from './run-command.js';
+
+export interface FaceCommandOptions {
+  readonly providers: readonly string[];
+  readonly model: string | undefined;
+}
+
+export async function mcpCommand(settings: CommonSettings, options: FaceCommandOptions): Promise<number> {
+  const service = await openFaceClient(settings, 'mcp');
+  const model = absoluteModel(options.model);
+  const face = createMcpFace({
+    service,
+    providers: options.providers.length > 0 ? options.providers : ['spawn'],
+    cwd: process.cwd(),
+    version: DAEMON_VERSION,
+    ...(model !== undefined && { model }),
+  });
+  try {
+    await face.server.connect(new StdioServerTransport());
+    await untilHostLeaves();
+  } finally {
+    await face.close();
+    await service.close();
+  }
+  return 0;
+}
