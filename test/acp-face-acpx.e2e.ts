@@ -2,22 +2,22 @@
  * A real ACP client drives `subagentd acp`: acpx 0.19.1 (from the registry, cached under $TMPDIR;
  * it needs Node >= 22.13). A one-shot `exec`, then a persistent acpx session whose two prompts
  * reach one pooled child (the second answer is the child's second scripted step, so the child
- * was continued, not started again). Without the package this fails under CI=true and is skipped
- * elsewhere.
+ * was continued, not started again). A package that cannot be installed fails the test: it never
+ * skips.
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { CliSandbox, cleanEnv, MAIN } from './support/cli-harness.js';
-import { realAgent, requireRealAgents, type CachedPackage } from './support/real-agents.js';
+import { installCached, type CachedPackage } from './support/real-agents.js';
 
 let box: CliSandbox;
-let acpx: CachedPackage | { unavailable: string };
+let acpx: CachedPackage;
 
 beforeAll(async () => {
   box = new CliSandbox('subagentd-acpx-');
-  acpx = await realAgent('acpx', '0.19.1');
+  acpx = await installCached('acpx', '0.19.1');
 }, 300_000);
 afterAll(async () => {
   await box?.cleanup();
@@ -44,12 +44,7 @@ function runAcpx(agent: string, args: string[]): Promise<{ code: number | null; 
   );
 }
 
-it('acpx runs a prompt through subagentd acp, and keeps one pooled child across a persistent session', { timeout: 180_000 }, async (context) => {
-  if ('unavailable' in acpx) {
-    if (requireRealAgents()) throw new Error(acpx.unavailable);
-    context.skip(`acpx cannot be had here: ${acpx.unavailable.split('\n')[0]}`);
-    return;
-  }
+it('acpx runs a prompt through subagentd acp, and keeps one pooled child across a persistent session', { timeout: 180_000 }, async () => {
   const script = box.file('child.json', { steps: [{ text: 'First answer.', finish: 'stop' }, { text: 'Second answer.', finish: 'stop' }] });
   const agent = [process.execPath, MAIN, 'acp', ...box.flags, '--model', `scripted:${script}`].join(' ');
 

@@ -3,7 +3,7 @@
  * under $TMPDIR) in `-p --output-format json` mode, its model a local chat-completions server
  * speaking the real wire format. Its model asks for `mcp__subagentd__subagent` once; the face
  * runs a pooled child (a scripted model) and Qwen's transcript carries the child's answer.
- * Without the package this fails under CI=true and is skipped elsewhere.
+ * A package that cannot be installed fails the test: it never skips.
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -11,14 +11,14 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { chunk, startChatCompletionsServer, textResponse, type ChatCompletionsServer, type ScriptedResponse } from './support/chat-completions-server.js';
 import { CliSandbox, cleanEnv, MAIN } from './support/cli-harness.js';
-import { realAgent, requireRealAgents, type CachedPackage } from './support/real-agents.js';
+import { installCached, type CachedPackage } from './support/real-agents.js';
 
 const TOOL = 'mcp__subagentd__subagent';
 const CHILD_ANSWER = 'The sandbox holds one README file.';
 
 let box: CliSandbox;
 let model: ChatCompletionsServer;
-let qwen: CachedPackage | { unavailable: string };
+let qwen: CachedPackage;
 
 const toolCall = (args: Record<string, unknown>): ScriptedResponse => ({
   type: 'stream',
@@ -41,19 +41,14 @@ function answer(body: { messages?: Array<{ role: string; content?: unknown }>; t
 beforeAll(async () => {
   box = new CliSandbox('subagentd-qwen-');
   model = await startChatCompletionsServer({ fallback: answer });
-  qwen = await realAgent('@qwen-code/qwen-code', '0.24.4');
+  qwen = await installCached('@qwen-code/qwen-code', '0.24.4');
 }, 300_000);
 afterAll(async () => {
   await model?.close();
   await box?.cleanup();
 });
 
-it('Qwen Code delegates once through mcp__subagentd__subagent and reads the child answer', { timeout: 180_000 }, async (context) => {
-  if ('unavailable' in qwen) {
-    if (requireRealAgents()) throw new Error(qwen.unavailable);
-    context.skip(`Qwen Code cannot be had here: ${qwen.unavailable.split('\n')[0]}`);
-    return;
-  }
+it('Qwen Code delegates once through mcp__subagentd__subagent and reads the child answer', { timeout: 180_000 }, async () => {
   const script = box.file('child.json', {
     steps: [
       { text: 'Looking.', toolCalls: [{ name: 'list_directory', arguments: { path: '.' } }] },

@@ -2,7 +2,7 @@
  * Real third-party agents for the faces' real-agent tests, installed from the npm registry into
  * a cache under $TMPDIR keyed by package and version, so only the first run pays for the
  * install. An install goes to a private directory first and is renamed into place, so two test
- * processes never see half an install. `CI=true` turns "cannot be had" into a failure.
+ * processes never see half an install. An install that fails fails the test: these never skip.
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
@@ -67,15 +67,3 @@ export async function installCached(name: string, version: string, timeoutMs = 2
   }
   return { dir, packageDir, installed: true, ms: performance.now() - started };
 }
-
-/** The installed package, or why it cannot be had; under CI=true the caller's test must fail on the reason. */
-export async function realAgent(name: string, version: string): Promise<CachedPackage | { readonly unavailable: string }> {
-  try {
-    return await installCached(name, version);
-  } catch (error) {
-    return { unavailable: (error as Error).message };
-  }
-}
-
-export const requireRealAgents = (): boolean => process.env['CI'] === 'true';
-
