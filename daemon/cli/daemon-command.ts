@@ -7,16 +7,10 @@ import { createDaemon } from '../daemon.js';
 import { createLogger } from '../logger.js';
 import { stateFiles } from '../paths.js';
 import { loadProviderModules } from '../provider-modules.js';
-import { commonSettings, parse } from './options.js';
+import { commonSettings, DAEMON_FLAGS, parse } from './options.js';
 
 export async function daemonCommand(argv: string[]): Promise<number> {
-  const { values } = parse(argv, {
-    stdio: { type: 'boolean' },
-    'log-level': { type: 'string' },
-    'max-runs': { type: 'string' },
-    'max-runs-per-connection': { type: 'string' },
-    'idle-timeout': { type: 'string' },
-  });
+  const { values } = parse(argv, DAEMON_FLAGS);
   const shared = commonSettings(values);
   const stdio = values['stdio'] === true;
   // A private stdio daemon with no state dir of its own must not contend for the shared
