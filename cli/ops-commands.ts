@@ -3,7 +3,8 @@ import { existsSync, readFileSync, statSync, watchFile, unwatchFile, openSync, r
 import { join } from 'node:path';
 import type { SessionEvent, SessionHeader } from '../protocol/index.js';
 import { SubagentError, type RunInfo, type RunState } from '../protocol/index.js';
-import { ensureDaemon, socketAnswers } from '../client/auto-start.js';
+import { ensureDaemon } from '../client/auto-start.js';
+import { stopDaemon, type StopOutcome } from '../client/stop-daemon.js';
 import { readSessionFile } from '../daemon/agent/session/session-reader.js';
 import type { CommonSettings } from '../daemon/cli/options.js';
 import { stateFiles } from '../daemon/paths.js';
@@ -12,42 +13,58 @@ import { bytes, duration, since, table } from './format.js';
 
 const print = (text: string): void => void process.stdout.write(`${text}\n`);
 
-export async function startCommand(settings: CommonSettings): Promise<number> {
+/** An explicit start: never held back by the auto-start crash-loop guard. */
+async function startDaemon(settings: CommonSettings): Promise<{ outcome: 'started' | 'running'; pid: number }> {
   const outcome = await ensureDaemon({
     socket: settings.socket,
     stateDir: settings.stateDir,
+    explicit: true,
     ...(settings.configPath !== undefined && { config: settings.configPath }),
   });
   const client = await openClient(settings, { autoStart: false });
   const { pid } = client.daemon;
   await client.close();
-  if (settings.json) print(JSON.stringify({ outcome, pid, socket: settings.socket }));
-  else print(outcome === 'started' ? `subagentd started (pid ${pid}) on ${settings.socket}` : `subagentd already running (pid ${pid}) on ${settings.socket}`);
+  return { outcome, pid };
+}
+
+const startedLine = ({ outcome, pid }: { outcome: string; pid: number }, socket: string): string =>
+  outcome === 'started' ? `subagentd started (pid ${pid}) on ${socket}` : `subagentd already running (pid ${pid}) on ${socket}`;
+
+export async function startCommand(settings: CommonSettings): Promise<number> {
+  const started = await startDaemon(settings);
+  print(settings.json ? JSON.stringify({ ...started, socket: settings.socket }) : startedLine(started, settings.socket));
   return 0;
 }
+
+/** Stops the daemon and returns once its process has exited (socket and lock free). */
+async function stopAndWait(settings: CommonSettings, drain: boolean, timeoutS: number): Promise<StopOutcome | undefined> {
+  return stopDaemon({
+    socket: settings.socket,
+    drain,
+    timeoutMs: timeoutS * 1000,
+    onShutdownAccepted: (pid) => {
+      if (drain && !settings.json) print(`draining (pid ${pid}): new starts are refused; running children get up to ${timeoutS} s`);
+    },
+  });
+}
+
+const stoppedLine = (stopped: StopOutcome): string =>
+  `subagentd stopped (pid ${stopped.pid})${stopped.forced ? `: it did not exit by itself, ended with ${stopped.forced}` : ''}`;
 
 export async function stopCommand(settings: CommonSettings, drain: boolean, timeoutS: number): Promise<number> {
-  if (!(await socketAnswers(settings.socket))) {
-    print(`no daemon running at ${settings.socket}`);
-    return 0;
-  }
-  const client = await openClient(settings, { autoStart: false });
-  const { pid } = client.daemon;
-  await client.ops.shutdown({ drain, timeoutMs: timeoutS * 1000 });
-  await client.close();
-  if (drain) print(`draining (pid ${pid}): new starts are refused; running children get up to ${timeoutS} s`);
-  const deadline = Date.now() + timeoutS * 1000 + 10_000;
-  while (await socketAnswers(settings.socket)) {
-    if (Date.now() > deadline) throw new SubagentError('DAEMON_UNRESPONSIVE', `daemon pid ${pid} did not stop; check \`subagentd logs\``);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  print(`subagentd stopped (pid ${pid})`);
+  const stopped = await stopAndWait(settings, drain, timeoutS);
+  if (settings.json) print(JSON.stringify({ stopped: stopped ?? null, ...(stopped === undefined && { socket: settings.socket }) }));
+  else print(stopped ? stoppedLine(stopped) : `no daemon running at ${settings.socket}`);
   return 0;
 }
 
+/** Drain (running children continue in the next daemon), wait for the exit, start again. */
 export async function restartCommand(settings: CommonSettings, timeoutS: number): Promise<number> {
-  await stopCommand(settings, true, timeoutS);
-  return startCommand(settings);
+  const stopped = await stopAndWait(settings, true, timeoutS);
+  if (!settings.json) print(stopped ? stoppedLine(stopped) : `no daemon was running at ${settings.socket}`);
+  const started = await startDaemon(settings);
+  print(settings.json ? JSON.stringify({ stopped: stopped ?? null, started: { ...started, socket: settings.socket } }) : startedLine(started, settings.socket));
+  return 0;
 }
 
 export async function statusCommand(settings: CommonSettings): Promise<number> {

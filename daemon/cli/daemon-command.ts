@@ -73,6 +73,10 @@ export async function daemonCommand(argv: string[]): Promise<number> {
   if (idleMs !== undefined) daemon.exitWhenIdle(idleMs);
   await daemon.whenClosed;
   if (scratch) rmSync(scratch, { recursive: true, force: true });
+  // Closed: socket, lock and log are released. Whatever still holds the event loop (a peer's
+  // half-closed socket, a provider's stray timer) must not keep the process alive, because
+  // `subagentd stop` returns only once the process has exited.
+  setTimeout(() => process.exit(process.exitCode ?? 0), 2000).unref();
   return 0;
 }
 
