@@ -111,8 +111,11 @@ const COMMANDS: readonly CommandSpec[] = [
   {
     name: 'logs',
     summary: 'the daemon log',
-    flags: { follow: { type: 'boolean', short: 'f', help: 'keep printing new lines' } },
-    run: ({ values, settings }) => logsCommand(settings(), values['follow'] === true),
+    flags: {
+      follow: { type: 'boolean', short: 'f', help: 'keep printing new lines' },
+      run: { type: 'string', value: 'RUN', help: "only this run's lines" },
+    },
+    run: ({ values, settings }) => logsCommand(settings(), values['follow'] === true, values['run'] as string | undefined),
   },
   {
     name: 'connect',

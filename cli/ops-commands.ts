@@ -186,11 +186,16 @@ function describeEvent(e: SessionEvent): string {
   }
 }
 
-export async function logsCommand(settings: CommonSettings, follow: boolean): Promise<number> {
+/** `runId` keeps only that run's lines (every line a run's code logs carries its id). */
+export async function logsCommand(settings: CommonSettings, follow: boolean, runId?: string): Promise<number> {
   const file = stateFiles(settings.stateDir).log;
   if (!existsSync(file)) throw new SubagentError('UNKNOWN_RUN', `no daemon log at ${file}: has a daemon run with --state-dir ${settings.stateDir}?`);
+  const wanted = (line: string): boolean => runId === undefined || line.includes(runId) && parsedRunId(line) === runId;
+  let partial = '';
   const render = (text: string): void => {
-    for (const line of text.split('\n')) if (line) print(settings.json ? line : formatLogLine(line));
+    const lines = (partial + text).split('\n');
+    partial = lines.pop() ?? ''; // a line still being written is shown once complete
+    for (const line of lines) if (line && wanted(line)) print(settings.json ? line : formatLogLine(line));
   };
   render(readFileSync(file, 'utf8'));
   if (!follow) return 0;
@@ -213,6 +218,14 @@ export async function logsCommand(settings: CommonSettings, follow: boolean): Pr
 }
 
 const LEVELS: Record<number, string> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' };
+
+function parsedRunId(line: string): unknown {
+  try {
+    return (JSON.parse(line) as { runId?: unknown }).runId;
+  } catch {
+    return undefined;
+  }
+}
 
 function formatLogLine(line: string): string {
   try {

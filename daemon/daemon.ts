@@ -200,7 +200,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
       );
       socketPath = path;
       listeners.push({ close: listener.close, tokenPath });
-      log.info({ socket: path, pid: process.pid, version: DAEMON_VERSION, epoch: identity.epoch }, 'daemon listening');
+      log.info({ socket: path, version: DAEMON_VERSION, epoch: identity.epoch }, 'daemon listening');
     },
     async listenTcp({ host, port, tokenFile }) {
       const tcpToken = readPrivateToken(tokenFile);

@@ -7,7 +7,7 @@ import { createDaemon } from '../daemon.js';
 import { createLogger } from '../logger.js';
 import { stateFiles } from '../paths.js';
 import { loadProviderModules } from '../provider-modules.js';
-import { commonSettings, DAEMON_FLAGS, parse } from './options.js';
+import { commonSettings, DAEMON_FLAGS, LOG_LEVELS, parse } from './options.js';
 
 export async function daemonCommand(argv: string[]): Promise<number> {
   const { values } = parse(argv, DAEMON_FLAGS);
@@ -19,9 +19,11 @@ export async function daemonCommand(argv: string[]): Promise<number> {
   const scratch = stdio && !explicitState ? privateStateDir(shared.stateDir) : undefined;
   const settings = scratch ? { ...shared, stateDir: scratch } : shared;
   mkdirSync(settings.stateDir, { recursive: true, mode: 0o700 });
+  const level = (values['log-level'] as string | undefined) ?? process.env['SUBAGENTD_LOG_LEVEL'] ?? 'info';
+  if (!(LOG_LEVELS as readonly string[]).includes(level)) throw new ConfigError(`--log-level must be one of ${LOG_LEVELS.join(', ')}, got "${level}"`);
   const log = createLogger({
     file: stateFiles(settings.stateDir).log,
-    level: (values['log-level'] as string | undefined) ?? process.env['SUBAGENTD_LOG_LEVEL'] ?? 'info',
+    level,
     stderr: !stdio || process.env['SUBAGENTD_STDERR_LOG'] === '1',
   });
   const providers = [

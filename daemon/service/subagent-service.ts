@@ -277,6 +277,7 @@ export class SubagentService {
       ...(lineage.resumedFrom !== undefined && { resumedFrom: lineage.resumedFrom }),
       ...(lineage.restore !== undefined && { restore: lineage.restore }),
     }, true);
+    this.log.info({ runId: record.runId, provider, owner: owner.id }, 'run started');
     // setImmediate: the start response is queued on the connection before subagent/end can be.
     run.result.finally(release).then(
       (result) => setImmediate(() => this.settle(record, result, undefined, resolveSettled, rejectSettled)),
@@ -300,6 +301,17 @@ export class SubagentService {
     }
     record.settledAt = new Date().toISOString();
     if (record.state === 'running') record.state = 'settled';
+    // The one line per run end an operator greps for (the start is logged in publish).
+    this.log.info(
+      {
+        runId: record.runId,
+        provider: record.provider,
+        owner: record.owner.id,
+        durationMs: Date.parse(record.settledAt) - Date.parse(record.startedAt),
+        stopReason: result?.stopReason ?? 'error',
+      },
+      'run ended',
+    );
     const base = { runId: record.runId, provider: record.provider, id: record.id, local: record.local };
     if (result) {
       record.result = result;
