@@ -3,10 +3,11 @@
  * delegates one task, shows progress on stderr while the child works, prints the result on
  * stdout, and exits 0 only when the run completed. Ctrl-C cancels the child.
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { SubagentError, type ObjectJsonSchema, type RunEvent, type SubagentResult } from '../protocol/index.js';
 import type { CommonSettings } from '../daemon/cli/options.js';
+import { packageRoot } from '../client/package-paths.js';
 import { openClient } from './daemon-client.js';
 
 export interface RunCommandOptions {
@@ -17,16 +18,27 @@ export interface RunCommandOptions {
   readonly quiet: boolean;
 }
 
+/**
+ * A file named on the command line: relative to our cwd, or else to this package's folder, so the
+ * README's `examples/...` work from anywhere once the package is installed.
+ */
+export function inputFile(file: string, cwd = process.cwd()): string {
+  if (isAbsolute(file)) return file;
+  const here = resolve(cwd, file);
+  if (existsSync(here)) return here;
+  const shipped = resolve(packageRoot(), file);
+  return existsSync(shipped) ? shipped : here;
+}
+
 /** `scripted:FILE` is read by the daemon, whose cwd is not ours: make the path absolute here. */
 export function absoluteModel(model: string | undefined, cwd = process.cwd()): string | undefined {
   if (!model?.startsWith('scripted:')) return model;
-  const file = model.slice('scripted:'.length);
-  return `scripted:${isAbsolute(file) ? file : resolve(cwd, file)}`;
+  return `scripted:${inputFile(model.slice('scripted:'.length), cwd)}`;
 }
 
 function readSchema(file: string): ObjectJsonSchema {
   try {
-    return JSON.parse(readFileSync(file, 'utf8')) as ObjectJsonSchema;
+    return JSON.parse(readFileSync(inputFile(file), 'utf8')) as ObjectJsonSchema;
   } catch (error) {
     throw new SubagentError('INVALID_REQUEST', `cannot read --schema ${file}: ${(error as Error).message}`, { field: '/outputSchema' });
   }
