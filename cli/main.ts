@@ -11,11 +11,12 @@ import { commandHelp, parseCommand, usage, UsageError, type CommandSpec } from '
 import { completionScript, SHELLS } from './completion.js';
 import { connectCommand } from './connect-command.js';
 import { reportError } from './error-report.js';
-import { inspectCommand, logsCommand, restartCommand, runsCommand, startCommand, statusCommand, stopCommand } from './ops-commands.js';
+import { inspectCommand, logsCommand, reloadCommand, restartCommand, runsCommand, startCommand, statusCommand, stopCommand } from './ops-commands.js';
 import { runCommand } from './run-command.js';
 
 const FOOTER = `models: --model scripted:FILE runs offline (see examples/); otherwise the DAEMON's environment
-selects one: DEEPSEEK_API_KEY, or OPENAI_BASE_URL + OPENAI_API_KEY + SUBAGENTD_MODEL.
+selects one: DEEPSEEK_API_KEY, or OPENAI_BASE_URL + OPENAI_API_KEY + SUBAGENTD_MODEL. Change it in
+the daemon's env file (see \`subagentd status\`) and run \`subagentd reload\`.
 \`subagentd help COMMAND\` shows one command's flags.`;
 
 const seconds = (value: string | boolean | undefined, fallback: number, flag = '--timeout'): number => {
@@ -81,6 +82,11 @@ const COMMANDS: readonly CommandSpec[] = [
     summary: 'drain, stop and start again (running children continue in the new daemon)',
     flags: { timeout: TIMEOUT },
     run: ({ values, settings }) => restartCommand(settings(), seconds(values['timeout'], 30)),
+  },
+  {
+    name: 'reload',
+    summary: 'the daemon re-reads its config and environment file; new runs use them (also: SIGHUP)',
+    run: ({ settings }) => reloadCommand(settings()),
   },
   {
     name: 'status',

@@ -2,7 +2,8 @@
 import { existsSync, readFileSync, statSync, watchFile, unwatchFile, openSync, readSync, closeSync } from 'node:fs';
 import { join } from 'node:path';
 import type { SessionEvent, SessionHeader } from '../protocol/index.js';
-import { SubagentError, type RunInfo, type RunState } from '../protocol/index.js';
+import { SubagentError, type RunInfo, type RunState, type StatusResult } from '../protocol/index.js';
+import { ConfigError } from '../daemon/config.js';
 import { ensureDaemon } from '../client/auto-start.js';
 import { stopDaemon, type StopOutcome } from '../client/stop-daemon.js';
 import { readSessionFile } from '../daemon/agent/session/session-reader.js';
@@ -88,6 +89,7 @@ export async function statusCommand(settings: CommonSettings): Promise<number> {
           ['runs', `starting ${runs.starting}  running ${runs.running}  settled ${runs.settled}  disposed ${runs.disposed}`],
           ['queue', `${admission.queued} waiting; limits ${admission.limits.maxConcurrentRuns} runs, ${admission.limits.maxRunsPerConnection} per connection, ${admission.limits.maxQueued} queued`],
           ['providers', status.providers.join(', ')],
+          ...settingsRows(status),
           ['memory', `rss ${bytes(status.memory.rss)}  heap ${bytes(status.memory.heapUsed)}`],
         ],
       )
@@ -98,6 +100,60 @@ export async function statusCommand(settings: CommonSettings): Promise<number> {
     const shares = Object.entries(admission.byConnection);
     if (shares.length > 0) {
       print(table(['CONNECTION', 'CLIENT', 'RUNNING', 'QUEUED'], shares.map(([id, s]) => [id.slice(0, 8), s.client ?? '-', String(s.running), String(s.queued)])));
+    }
+    return 0;
+  } finally {
+    await client.close();
+  }
+}
+
+function settingsRows(status: StatusResult): string[][] {
+  const config = status.config;
+  if (!config) return [];
+  const { model } = config;
+  const endpoint = model.problem
+    ? `misconfigured: ${model.problem}`
+    : model.endpoint
+      ? `${model.endpoint}  model ${model.model ?? '-'}  key ${model.apiKey}`
+      : 'none configured (runs need --model scripted:FILE)';
+  return [
+    ['config', `${config.path ?? '(none)'}  loaded ${config.loadedAt}${config.generation > 0 ? ` (reload ${config.generation})` : ''}`],
+    ['env file', `${config.envFile}${config.envFileLoaded ? '' : ' (absent)'}`],
+    ['model', endpoint],
+    ...(config.restartNeeded.length > 0 ? [['restart needed', `changed: ${config.restartNeeded.join(', ')}`]] : []),
+  ];
+}
+
+/**
+ * Re-read the daemon's config and environment file (SIGHUP to its pid: same user, same machine),
+ * and wait until it has tried. A failed reload leaves the old settings and is an error here.
+ */
+export async function reloadCommand(settings: CommonSettings): Promise<number> {
+  const client = await openClient(settings, { autoStart: false });
+  try {
+    const before = await client.ops.status();
+    if (!before.config) throw new SubagentError('UNSUPPORTED_OPERATION', `the daemon at ${settings.socket} has no reloadable settings (an embedded daemon)`);
+    try {
+      process.kill(before.daemon.pid, 'SIGHUP');
+    } catch (error) {
+      throw new SubagentError(
+        'DAEMON_UNAVAILABLE',
+        `cannot signal daemon pid ${before.daemon.pid} (${(error as NodeJS.ErrnoException).code}): is it in another pid namespace? Send it SIGHUP where it runs`,
+      );
+    }
+    const deadline = Date.now() + 10_000;
+    let after = await client.ops.status();
+    while ((after.config?.reloadAttempts ?? 0) <= before.config.reloadAttempts) {
+      if (Date.now() > deadline) throw new SubagentError('DAEMON_UNRESPONSIVE', `daemon pid ${before.daemon.pid} did not reload within 10 s; see \`subagentd logs\``);
+      await new Promise((r) => setTimeout(r, 50));
+      after = await client.ops.status();
+    }
+    const config = after.config!;
+    if (config.reloadError !== undefined) throw new ConfigError(`reload failed, the previous settings stay in force: ${config.reloadError}`);
+    if (settings.json) print(JSON.stringify({ reloaded: config }));
+    else {
+      print(`subagentd reloaded (pid ${after.daemon.pid}); new runs use:`);
+      print(table(['', ''], settingsRows(after)).split('\n').slice(1).join('\n'));
     }
     return 0;
   } finally {

@@ -8,6 +8,7 @@ import { isAbsolute, resolve } from 'node:path';
 import { SubagentError, type ObjectJsonSchema, type RunEvent, type SubagentResult } from '../protocol/index.js';
 import type { CommonSettings } from '../daemon/cli/options.js';
 import { packageRoot } from '../client/package-paths.js';
+import type { RemoteSubagentService } from '../client/index.js';
 import { openClient } from './daemon-client.js';
 
 export interface RunCommandOptions {
@@ -66,8 +67,32 @@ function progressPrinter(): (event: RunEvent) => void {
   };
 }
 
+/**
+ * The daemon's environment selects the model, not this shell's: when this shell sets a model
+ * variable the daemon does not have, say so (once, on stderr) instead of silently using the other.
+ */
+async function warnOnEnvDrift(client: RemoteSubagentService, model: string | undefined, env: NodeJS.ProcessEnv = process.env): Promise<void> {
+  if (model?.startsWith('scripted:')) return;
+  const mine = { endpoint: env['OPENAI_BASE_URL']?.trim(), model: model ?? env['SUBAGENTD_MODEL']?.trim(), deepseek: env['DEEPSEEK_API_KEY']?.trim() };
+  if (!mine.endpoint && !mine.model && !mine.deepseek) return;
+  const daemon = (await client.ops.status()).config;
+  if (!daemon) return;
+  const drift: string[] = [];
+  if (mine.endpoint && mine.endpoint.replace(/\/+$/, '') !== daemon.model.endpoint?.replace(/\/+$/, '')) {
+    drift.push(`OPENAI_BASE_URL here is ${mine.endpoint}, the daemon's endpoint is ${daemon.model.endpoint ?? 'unset'}`);
+  }
+  if (mine.model && !model && mine.model !== daemon.model.default) drift.push(`SUBAGENTD_MODEL here is ${mine.model}, the daemon's is ${daemon.model.default ?? 'unset'}`);
+  if (mine.deepseek && !daemon.model.endpoint) drift.push('DEEPSEEK_API_KEY is set here but the daemon has no model endpoint');
+  if (drift.length === 0) return;
+  process.stderr.write(
+    `subagentd: the daemon's environment selects the model, not this shell's: ${drift.join('; ')}. ` +
+      `Put the variables in ${daemon.envFile} and run \`subagentd reload\` (or \`subagentd restart\` from this shell).\n`,
+  );
+}
+
 export async function runCommand(settings: CommonSettings, options: RunCommandOptions): Promise<number> {
   const client = await openClient(settings, { autoStart: true });
+  await warnOnEnvDrift(client, options.model);
   const abort = new AbortController();
   let interrupts = 0;
   const onInterrupt = (): void => {

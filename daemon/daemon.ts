@@ -47,6 +47,8 @@ export interface DaemonOptions {
   readonly detachGraceMs?: number;
   /** The shared concurrency budget (see admission-queue.ts). */
   readonly admission?: Partial<AdmissionLimits>;
+  /** The config and environment in force, for status (see reload.ts). */
+  readonly settingsStatus?: () => NonNullable<StatusResult['config']>;
 }
 
 export interface Daemon {
@@ -126,6 +128,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
     shuttingDown: service.isShuttingDown,
     admission: admissionStatus(),
     memory: { rss: process.memoryUsage.rss(), heapUsed: process.memoryUsage().heapUsed },
+    ...(options.settingsStatus && { config: options.settingsStatus() }),
   });
 
   const admissionStatus = (): StatusResult['admission'] => {

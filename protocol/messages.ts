@@ -213,6 +213,22 @@ export interface StatusResult {
     readonly byConnection: Record<string, { readonly running: number; readonly queued: number; readonly client?: string }>;
   };
   readonly memory: { readonly rss: number; readonly heapUsed: number };
+  /** The config file and environment in force (no secrets); absent for an embedded daemon. */
+  readonly config?: {
+    readonly path?: string;
+    /** The daemon's environment file (KEY=VALUE), read at start and on reload. */
+    readonly envFile: string;
+    readonly envFileLoaded: boolean;
+    readonly loadedAt: string;
+    /** Bumped by every successful reload. */
+    readonly generation: number;
+    /** Bumped by every reload tried; `reloadError` says why the last one failed (the old settings stayed). */
+    readonly reloadAttempts: number;
+    readonly reloadError?: string;
+    readonly model: { readonly default?: string; readonly endpoint?: string; readonly model?: string; readonly apiKey: 'set' | 'unset'; readonly problem?: string };
+    /** Changed settings that only a restart applies. */
+    readonly restartNeeded: string[];
+  };
 }
 export const StatusRequest = new RequestType<Record<string, never>, StatusResult, SubagentErrorData>('daemon/status');
 

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { createBuiltinProviders } from '../builtin-providers.js';
 import { ConfigError } from '../config.js';
 import { createDaemon } from '../daemon.js';
+import { DaemonSettings } from '../reload.js';
 import { createLogger } from '../logger.js';
 import { stateFiles } from '../paths.js';
 import { loadProviderModules } from '../provider-modules.js';
@@ -26,8 +27,12 @@ export async function daemonCommand(argv: string[]): Promise<number> {
     level,
     stderr: !stdio || process.env['SUBAGENTD_STDERR_LOG'] === '1',
   });
+  // Reloadable: the model settings and ACP providers follow `subagentd reload` / SIGHUP.
+  const reloadable = new DaemonSettings(settings.configPath, settings.config, settings.stateDir, process.env, log);
+  const [spawnProvider, forkProvider] = createBuiltinProviders({ ...settings.config, providers: [] }, settings.stateDir, log, process.env, reloadable.resolveModel);
   const providers = [
-    ...createBuiltinProviders(settings.config, settings.stateDir, log),
+    spawnProvider!,
+    forkProvider!,
     ...(await loadProviderModules(settings.config.providerModules ?? [], { stateDir: settings.stateDir, config: settings.config, log })),
   ];
   const daemon = createDaemon({
@@ -45,6 +50,16 @@ export async function daemonCommand(argv: string[]): Promise<number> {
       }),
     },
     ...(settings.config.maxFrameBytes !== undefined && { frameLimits: { maxFrameBytes: settings.config.maxFrameBytes } }),
+    settingsStatus: () => reloadable.status(),
+  });
+  reloadable.attach(daemon.service.registry);
+  process.on('SIGHUP', () => {
+    try {
+      reloadable.reload();
+    } catch (error) {
+      // The settings in force stay; `subagentd reload` reads this from the log and status.
+      log.error({ err: error }, 'reload failed: the previous settings stay in force');
+    }
   });
   const stop = (signal: string): void => {
     log.info({ signal }, 'signal received');
