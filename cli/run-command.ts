@@ -10,6 +10,7 @@ import type { CommonSettings } from '../daemon/cli/options.js';
 import { packageRoot } from '../client/package-paths.js';
 import type { RemoteSubagentService } from '../client/index.js';
 import { openClient } from './daemon-client.js';
+import { StatusLine } from './status-line.js';
 
 export interface RunCommandOptions {
   readonly prompt: string;
@@ -90,14 +91,57 @@ async function warnOnEnvDrift(client: RemoteSubagentService, model: string | und
   );
 }
 
+/**
+ * Progress on a terminal: one status line (what the child is doing, its tool calls and tokens)
+ * instead of the streamed text, so the answer appears once, on stdout, at the end.
+ */
+function liveStatus(line: StatusLine): (event: RunEvent) => void {
+  let tools = 0;
+  let last = '';
+  let tokens = { prompt: 0, completion: 0 };
+  let phase = 'thinking';
+  const show = (): void =>
+    line.set(`${phase}${tools > 0 ? ` · ${tools} tool call${tools === 1 ? '' : 's'}${last ? ` (last: ${last})` : ''}` : ''} · tokens ${tokens.prompt} in / ${tokens.completion} out`);
+  return (event) => {
+    if (event.kind === 'text-delta') phase = 'writing the answer';
+    else if (event.kind === 'reasoning-delta') phase = 'reasoning';
+    else {
+      const e = event.event;
+      if (e.type === 'assistant/message') {
+        for (const call of e.toolCalls ?? []) {
+          tools += 1;
+          last = call.name;
+          phase = `→ ${call.name}`;
+        }
+      } else if (e.type === 'tool/result') phase = 'thinking';
+      else if (e.type === 'usage') tokens = { prompt: tokens.prompt + e.usage.promptTokens, completion: tokens.completion + e.usage.completionTokens };
+      else return;
+    }
+    show();
+  };
+}
+
 export async function runCommand(settings: CommonSettings, options: RunCommandOptions): Promise<number> {
+  const tty = !settings.json && !options.quiet && process.stderr.isTTY === true;
+  const line = tty ? new StatusLine(process.stderr) : undefined;
+  line?.set('connecting to the daemon (starting it if none runs)');
+  try {
+    return await delegate(settings, options, line);
+  } finally {
+    line?.clear();
+  }
+}
+
+async function delegate(settings: CommonSettings, options: RunCommandOptions, line: StatusLine | undefined): Promise<number> {
   const client = await openClient(settings, { autoStart: true });
   await warnOnEnvDrift(client, options.model);
+  line?.set(`starting a ${options.provider} child (waits while the daemon's queue is full)`);
   const abort = new AbortController();
   let interrupts = 0;
   const onInterrupt = (): void => {
     interrupts += 1;
     if (interrupts > 1) process.exit(130);
+    line?.clear();
     process.stderr.write('\ncancelling the child (Ctrl-C again to quit at once)\n');
     abort.abort();
   };
@@ -110,8 +154,9 @@ export async function runCommand(settings: CommonSettings, options: RunCommandOp
       signal: abort.signal,
       ...(model !== undefined && { agentOptions: { model } }),
       ...(options.schemaFile !== undefined && { outputSchema: readSchema(options.schemaFile) }),
-      ...(!settings.json && !options.quiet && { onEvent: progressPrinter() }),
+      ...(!settings.json && !options.quiet && { onEvent: line ? liveStatus(line) : progressPrinter() }),
     });
+    line?.set('running');
     let result: SubagentResult;
     try {
       result = await run.result;
@@ -135,7 +180,8 @@ export async function runCommand(settings: CommonSettings, options: RunCommandOp
         })}\n`,
       );
     } else {
-      if (!options.quiet) process.stderr.write('\n');
+      if (!options.quiet && !line) process.stderr.write('\n');
+      line?.clear();
       if (result.structured !== undefined) process.stdout.write(`${JSON.stringify(result.structured, null, 2)}\n`);
       else process.stdout.write(`${text}\n`);
       if (result.stopReason !== 'completed') {
