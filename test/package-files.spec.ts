@@ -46,3 +46,16 @@ describe('the Dockerfile', () => {
     expect(runtime).toMatch(/npm i -g --omit=dev/);
   });
 });
+
+describe('the systemd unit', () => {
+  const unit = readFileSync(join(REPO, 'examples', 'systemd', 'subagentd.service'), 'utf8');
+
+  it('runs the daemon, reloads with SIGHUP and drains on stop', () => {
+    expect(unit).toMatch(/^ExecStart=\/usr\/bin\/env subagentd daemon$/m);
+    expect(unit).toMatch(/^ExecReload=\/bin\/kill -HUP \$MAINPID$/m);
+    expect(unit).toMatch(/^ExecStop=\/usr\/bin\/env subagentd stop --drain --timeout (\d+)$/m);
+    // systemd must wait longer than the drain it asked for.
+    const drain = Number(/--timeout (\d+)$/m.exec(unit)?.[1]);
+    expect(Number(/^TimeoutStopSec=(\d+)$/m.exec(unit)?.[1])).toBeGreaterThan(drain);
+  });
+});
