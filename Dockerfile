@@ -8,19 +8,9 @@ FROM node:22-bookworm-slim AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
-# tsconfig compiles tests and benchmarks too; package.json's "files" leaves them out of the tarball.
-COPY tsconfig.json LICENSE README.md ./
-COPY protocol ./protocol
-COPY common ./common
-COPY harness ./harness
-COPY tool ./tool
-COPY daemon ./daemon
-COPY client ./client
-COPY cli ./cli
-COPY test ./test
-COPY bench ./bench
-COPY docs ./docs
-COPY examples ./examples
+# Sources, tests and docs (see .dockerignore); tsconfig compiles tests and benchmarks too, and
+# package.json's "files" leaves them out of the tarball.
+COPY . .
 RUN npm run build && npm pack --pack-destination /tmp && mv /tmp/subagentd-*.tgz /tmp/subagentd.tgz
 
 FROM node:22-bookworm-slim

@@ -23,8 +23,8 @@ describe('the package', () => {
     expect(pkg.license).toBe('MIT');
     expect(readFileSync(join(REPO, 'LICENSE'), 'utf8')).toMatch(/^MIT License\n/);
     expect(pkg.bin).toEqual({ subagentd: 'dist/cli/main.js' });
-    expect(pkg.files.sort()).toEqual(['LICENSE', 'README.md', 'dist/cli', 'dist/client', 'dist/daemon', 'dist/protocol', 'docs', 'examples']);
-    for (const file of pkg.files) expect(existsSync(join(REPO, file.startsWith('dist/') ? file.slice(5) : file)), file).toBe(true);
+    expect(pkg.files.sort()).toEqual(['!dist/bench', '!dist/test', 'LICENSE', 'README.md', 'dist', 'docs', 'examples']);
+    for (const file of pkg.files.filter((f) => !f.startsWith('!') && f !== 'dist')) expect(existsSync(join(REPO, file)), file).toBe(true);
   });
 });
 
