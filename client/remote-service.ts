@@ -506,7 +506,9 @@ export class RemoteSubagentService {
   private attach(channel: RpcChannel, record: RunRecord): Promise<AttachResult> {
     return channel.request(
       AttachRequest,
-      { runId: record.runId, runToken: record.runToken },
+      // A run with an event handler asks for its events again: a daemon that continued it after
+      // a restart cannot know the original start streamed.
+      { runId: record.runId, runToken: record.runToken, ...(record.onEvent && { stream: true }) },
       { validateAs: 'run/attach#result', ...timeout(this.options.requestTimeoutMs ?? REATTACH_TIMEOUT_MS) },
     );
   }

@@ -175,6 +175,12 @@ export const RunsListRequest = new RequestType<RunsListParams, RunsListResult, S
 
 export interface AttachParams extends RunParams {
   readonly runToken: string;
+  /**
+   * Stream this run's `run/event`s to the attaching connection. A child continued by a new daemon
+   * after a drain does not know whether its owner streamed, so the owner says so again here.
+   * Absent: the run keeps what it had.
+   */
+  readonly stream?: boolean;
 }
 export interface AttachResult {
   readonly run: RunInfo;

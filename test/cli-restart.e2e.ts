@@ -2,12 +2,14 @@
  * `restart` and `stop` hand over reliably (issue #10 item 4): `stop` returns only once the old
  * process has exited, so its socket and state-dir lock are free; `restart` then leaves exactly one
  * daemon serving, whoever is connected: an owner with a run in flight, and a client that reads
- * nothing while its replies pile up. Twenty times in a row, and no run is lost.
+ * nothing while its replies pile up. Twenty times in a row, and no run is lost. And a child that
+ * the next daemon continues streams its events to the owner that re-attached.
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { RunInfo } from '../protocol/index.js';
+import { connect } from '../client/index.js';
+import type { RunEvent, RunInfo } from '../protocol/index.js';
 import { CliSandbox, daemonPidsFor, pidAlive } from './support/cli-harness.js';
 import { RawPeer } from './support/raw-peer.js';
 
@@ -80,5 +82,41 @@ describe('restart with an owner and a non-reading client connected', () => {
     expect(pidAlive(pid)).toBe(false);
     expect(existsSync(box.socket)).toBe(false);
     expect(existsSync(join(box.stateDir, 'daemon.lock'))).toBe(false);
+  });
+});
+
+describe('a streamed child continued across a restart', () => {
+  let box: CliSandbox;
+  beforeAll(() => {
+    box = new CliSandbox('subagentd-cli-restart-stream-');
+  });
+  afterAll(() => box.cleanup());
+
+  it('streams run/event to its re-attached owner from the next daemon', { timeout: 120_000 }, async () => {
+    // The model answers after a pause: the drain times out first and checkpoints the child.
+    const script = box.file('slow.json', { steps: [{ delayMs: 4000, text: 'continued answer', finish: 'stop' }] });
+    expect((await box.run(['start'])).code).toBe(0);
+    const client = await connect({ socket: box.socket, reconnect: { maxAttempts: 100 }, logger: { error: () => undefined, warn: () => undefined } });
+    try {
+      const firstEpoch = client.daemon.epoch;
+      const events: Array<{ epoch: string; event: RunEvent }> = [];
+      const run = await client.start('spawn', {
+        prompt: [{ type: 'text', text: 'take your time' }],
+        parent: { sessionId: 'stream-across-restart', cwd: box.work },
+        agentOptions: { model: `scripted:${script}` },
+        signal: AbortSignal.timeout(100_000),
+        onEvent: (event) => void events.push({ epoch: client.daemon.epoch, event }),
+      });
+      const restart = await box.run(['restart', '--timeout', '1'], { timeoutMs: 60_000 });
+      expect(restart.code, restart.stderr).toBe(0);
+      const result = await run.result;
+      expect(result.stopReason).toBe('completed');
+      expect(client.daemon.epoch).not.toBe(firstEpoch);
+      const after = events.filter((e) => e.epoch !== firstEpoch).map((e) => e.event);
+      expect(after.filter((e) => e.kind === 'text-delta').map((e) => (e as { text: string }).text).join('')).toContain('continued answer');
+      await run.dispose();
+    } finally {
+      await client.close();
+    }
   });
 });

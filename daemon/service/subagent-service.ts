@@ -468,7 +468,7 @@ export class SubagentService {
    * Take ownership of a run with its token: a run detached by a closed connection (within the
    * grace period), or one a previous daemon ran (its recorded outcome).
    */
-  attach(runId: string, runToken: string, owner: RunOwner): AttachResult {
+  attach(runId: string, runToken: string, owner: RunOwner, stream?: boolean): AttachResult {
     const record = this.runs.get(runId) ?? this.adoptFromIndex(runId);
     if (!record || !tokenMatches(runToken, record.tokenHash)) {
       // One answer for both: an id without its token reveals nothing.
@@ -476,7 +476,10 @@ export class SubagentService {
     }
     clearTimeout(record.graceTimer);
     record.owner = owner;
-    if (record.host) record.host.owner = owner;
+    if (record.host) {
+      record.host.owner = owner;
+      if (stream !== undefined) record.host.stream = stream;
+    }
     return { run: info(record, owner), ...(record.result && { result: record.result }) };
   }
 
