@@ -1,65 +1,123 @@
 /**
- * `subagentd connect`: the stdio forwarder for editor extensions. It speaks the protocol on
- * stdin/stdout and relays every byte both ways to the shared daemon (starting it when none
+ * `subagentd connect`: the stdio relay for editor extensions. It speaks the protocol on
+ * stdin/stdout and relays every message both ways to the shared daemon (starting it when none
  * answers), so a client that can only spawn a process still shares the pool. The one thing it
- * adds is the daemon's token in `initialize`: the extension runs as the same user, through us.
- * It exits when stdin closes or the daemon goes away.
+ * adds is the daemon's token, in every `initialize` request until one is accepted (a client may
+ * retry after a malformed first one); the request is rewritten as a parsed message, never by
+ * editing its text. After that, bytes pass through untouched.
+ *
+ * Exits 0 when stdin closes (the editor went away) and 1 with a line on stderr when the daemon
+ * goes away, so an editor restarts it as it would a crashed language server.
  */
 import { createConnection } from 'node:net';
 import { ensureDaemon } from '../client/auto-start.js';
 import { readTokenFile, tokenPathFor } from '../daemon/auth-token.js';
 import type { CommonSettings } from '../daemon/cli/options.js';
 
-/** Rewrites frames until `initialize` has passed, then relays raw bytes. */
-class InitializeTokenInjector {
-  private buffer = Buffer.alloc(0);
-  done = false;
-  constructor(private readonly token: string | undefined) {}
+const HEADER_END = Buffer.from('\r\n\r\n');
 
-  /** Returns the bytes to forward now. */
-  push(chunk: Buffer): Buffer {
-    if (this.done) return chunk;
+/** Splits a Content-Length framed byte stream into message bodies; undefined once it is not one. */
+export class FrameSplitter {
+  private buffer = Buffer.alloc(0);
+
+  /** Complete bodies, or undefined when the stream's framing is not ours (the rest is `drain()`). */
+  push(chunk: Buffer): Buffer[] | undefined {
     this.buffer = Buffer.concat([this.buffer, chunk]);
-    const out: Buffer[] = [];
-    while (!this.done) {
-      const end = this.buffer.indexOf('\r\n\r\n');
-      if (end < 0) break;
-      const match = /content-length:\s*(\d+)/i.exec(this.buffer.subarray(0, end).toString('ascii'));
-      if (!match) {
-        // Not a frame we understand: stop interpreting and let the daemon judge the bytes.
-        this.done = true;
-        break;
-      }
-      const total = end + 4 + Number(match[1]);
-      if (this.buffer.length < total) break;
-      const body = this.buffer.subarray(end + 4, total);
+    const bodies: Buffer[] = [];
+    for (;;) {
+      const end = this.buffer.indexOf(HEADER_END);
+      if (end < 0) return bodies;
+      const length = /(?:^|\r\n)content-length:\s*(\d+)\s*(?:\r\n|$)/i.exec(this.buffer.subarray(0, end).toString('ascii'))?.[1];
+      if (length === undefined) return undefined;
+      const total = end + HEADER_END.length + Number(length);
+      if (this.buffer.length < total) return bodies;
+      bodies.push(this.buffer.subarray(end + HEADER_END.length, total));
       this.buffer = this.buffer.subarray(total);
-      out.push(this.rewrite(body));
     }
-    if (this.done) {
-      out.push(this.buffer);
-      this.buffer = Buffer.alloc(0);
-    }
-    return Buffer.concat(out);
   }
 
-  private rewrite(body: Buffer): Buffer {
-    let message: { method?: string; params?: { token?: string } };
-    try {
-      message = JSON.parse(body.toString('utf8')) as typeof message;
-    } catch {
-      return frame(body);
-    }
-    if (message.method !== 'initialize') return frame(body);
-    this.done = true;
-    if (this.token === undefined || typeof message.params !== 'object' || message.params === null || message.params.token !== undefined) {
-      return frame(body);
-    }
-    return frame(Buffer.from(JSON.stringify({ ...message, params: { ...message.params, token: this.token } })));
+  /** Whatever is buffered and not yet a complete frame. */
+  drain(): Buffer {
+    const rest = this.buffer;
+    this.buffer = Buffer.alloc(0);
+    return rest;
   }
 }
 
-const frame = (body: Buffer): Buffer => Buffer.concat([Buffer.from(`Content-Length: ${body.length}\r\n\r\n`), body]);
+export const frame = (body: Buffer): Buffer => Buffer.concat([Buffer.from(`Content-Length: ${body.length}\r\n\r\n`), body]);
+
+type Message = { id?: unknown; method?: unknown; params?: unknown; result?: unknown; error?: unknown };
+
+function parse(body: Buffer): Message | undefined {
+  try {
+    const message: unknown = JSON.parse(body.toString('utf8'));
+    return typeof message === 'object' && message !== null && !Array.isArray(message) ? (message as Message) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Adds the token to each `initialize` request until the daemon accepts one. Watches the daemon's
+ * replies to those requests' ids to learn which one was accepted; then both directions pass raw.
+ */
+export class TokenInjector {
+  private readonly pendingInitialize = new Set<string>();
+  private readonly fromClient = new FrameSplitter();
+  private readonly fromDaemon = new FrameSplitter();
+  /** Set once an `initialize` was accepted, or the peer's bytes are not frames we can read. */
+  private passThrough = false;
+
+  constructor(private readonly token: string | undefined) {
+    if (token === undefined) this.passThrough = true;
+  }
+
+  /** Bytes from the client, rewritten as needed, to send to the daemon. */
+  clientBytes(chunk: Buffer): Buffer {
+    if (this.passThrough) return chunk;
+    const bodies = this.fromClient.push(chunk);
+    if (bodies === undefined) return this.giveUp();
+    return Buffer.concat(bodies.map((body) => this.rewrite(body)));
+  }
+
+  /** Bytes from the daemon, passed on unchanged; read only to spot the accepted `initialize`. */
+  daemonBytes(chunk: Buffer): Buffer {
+    if (this.passThrough || this.pendingInitialize.size === 0) return chunk;
+    for (const body of this.fromDaemon.push(chunk) ?? []) {
+      const reply = parse(body);
+      const id = reply && reply.method === undefined ? JSON.stringify(reply.id) : undefined;
+      if (id === undefined || !this.pendingInitialize.delete(id)) continue;
+      if (reply!.result !== undefined && reply!.error === undefined) this.passThrough = true;
+    }
+    return chunk;
+  }
+
+  /** The client's framing is not ours: stop interpreting and let the daemon judge the bytes. */
+  private giveUp(): Buffer {
+    this.passThrough = true;
+    return this.fromClient.drain();
+  }
+
+  private rewrite(body: Buffer): Buffer {
+    const message = parse(body);
+    if (message?.method !== 'initialize' || message.id === undefined) return frame(body);
+    this.pendingInitialize.add(JSON.stringify(message.id));
+    const params = message.params;
+    if (typeof params !== 'object' || params === null || Array.isArray(params) || 'token' in params) return frame(body);
+    return frame(Buffer.from(JSON.stringify({ ...message, params: { ...params, token: this.token } })));
+  }
+}
+
+/** Whether a daemon accepts connections at `socket` right now. */
+function socketAnswers(socket: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const probe = createConnection(socket, () => {
+      probe.destroy();
+      resolve(true);
+    });
+    probe.once('error', () => resolve(false));
+  });
+}
 
 export async function connectCommand(settings: CommonSettings): Promise<number> {
   await ensureDaemon({
@@ -67,25 +125,34 @@ export async function connectCommand(settings: CommonSettings): Promise<number> 
     stateDir: settings.stateDir,
     ...(settings.configPath !== undefined && { config: settings.configPath }),
   });
-  const injector = new InitializeTokenInjector(readTokenFile(tokenPathFor(settings.socket)));
+  const injector = new TokenInjector(readTokenFile(tokenPathFor(settings.socket)));
   const socket = createConnection(settings.socket);
   await new Promise<void>((resolve, reject) => {
     socket.once('connect', resolve);
     socket.once('error', reject);
   });
   return new Promise<number>((resolve) => {
+    let editorGone = false;
     process.stdin.on('data', (chunk: Buffer) => {
-      const bytes = injector.push(chunk);
+      const bytes = injector.clientBytes(chunk);
       if (bytes.length > 0) socket.write(bytes);
     });
-    process.stdin.on('end', () => socket.end());
-    socket.pipe(process.stdout);
+    process.stdin.on('end', () => {
+      editorGone = true;
+      socket.end();
+    });
+    socket.on('data', (chunk: Buffer) => process.stdout.write(injector.daemonBytes(chunk)));
     socket.on('error', () => undefined);
-    // The daemon ended the session (an LSP `exit`, a stop): end too, even though the editor
-    // still holds our stdin open; editors restart a server whose stdout closed.
+    // The daemon ended the session. Still there (an LSP `exit`): end too, 0, even though the editor
+    // holds our stdin open (editors restart a server whose stdout closed). Gone: say so, exit 1.
     socket.on('close', () => {
+      if (editorGone) return resolve(0);
       process.stdin.destroy();
-      resolve(0);
+      void socketAnswers(settings.socket).then((alive) => {
+        if (alive) return resolve(0);
+        process.stderr.write(`subagentd connect: the daemon at ${settings.socket} closed the connection; restart the relay to reconnect\n`);
+        resolve(1);
+      });
     });
   });
 }

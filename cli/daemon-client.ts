@@ -2,11 +2,38 @@
 import { connect, SubagentError, type RemoteSubagentService } from '../client/index.js';
 import { ensureDaemon } from '../client/auto-start.js';
 import type { CommonSettings } from '../daemon/cli/options.js';
+import { ConfigError } from '../daemon/config.js';
 
 /** Ops requests must not hang on a hung daemon. */
 const OPS_TIMEOUT_MS = 10_000;
 
 export async function openClient(settings: CommonSettings, options: { autoStart: boolean }): Promise<RemoteSubagentService> {
+  const client = await dial(settings, options);
+  if (settings.configPath !== undefined) {
+    try {
+      await checkSameConfig(client, settings);
+    } catch (error) {
+      await client.close();
+      throw error;
+    }
+  }
+  return client;
+}
+
+/**
+ * A --config (or SUBAGENTD_CONFIG) names the config this command expects the daemon to run with;
+ * a daemon already running with another one would silently ignore it, so that is an error.
+ */
+async function checkSameConfig(client: RemoteSubagentService, settings: CommonSettings): Promise<void> {
+  const running = (await client.ops.status()).config;
+  if (running === undefined || running.path === settings.configPath) return;
+  throw new ConfigError(
+    `the daemon at ${settings.socket} (pid ${client.daemon.pid}) runs with ${running.path ? `config ${running.path}` : 'no config file'}, not ${settings.configPath}; ` +
+      'a running daemon does not switch configs: `subagentd restart --config FILE` to switch, or drop --config',
+  );
+}
+
+async function dial(settings: CommonSettings, options: { autoStart: boolean }): Promise<RemoteSubagentService> {
   try {
     return await connect({
       socket: settings.socket,

@@ -1,143 +1,229 @@
 #!/usr/bin/env node
 /**
  * The `subagentd` command line. The one place that composes both sides: the daemon command runs
- * the server, every other command is a client of the shared daemon.
+ * the server, every other command is a client of the shared daemon. A command is one entry of
+ * COMMANDS (name, operands, summary, flags, handler); usage, `help CMD`, `CMD --help` and shell
+ * completion are generated from the table (see command-table.ts).
  */
-import { ConfigError } from '../daemon/config.js';
-import { StartupError } from '../daemon/startup-error.js';
-import { SubagentError } from '../protocol/index.js';
-import { commonSettings, parse } from '../daemon/cli/options.js';
+import { DAEMON_FLAGS } from '../daemon/cli/options.js';
+import { DAEMON_VERSION } from '../daemon/version.js';
+import { commandHelp, parseCommand, usage, UsageError, type CommandInput, type CommandSpec } from './command-table.js';
+import { completionScript, SHELLS } from './completion.js';
 import { connectCommand } from './connect-command.js';
-import { inspectCommand, logsCommand, restartCommand, runsCommand, startCommand, statusCommand, stopCommand } from './ops-commands.js';
+import { reportError } from './error-report.js';
+import { inspectCommand, logsCommand, reloadCommand, restartCommand, runsCommand, startCommand, statusCommand, stopCommand } from './ops-commands.js';
 import { runCommand } from './run-command.js';
 
-const USAGE = `usage: subagentd <command> [options]
+const FOOTER = `models: --model scripted:FILE runs offline (see examples/); otherwise the DAEMON's environment
+selects one: DEEPSEEK_API_KEY, or OPENAI_BASE_URL + OPENAI_API_KEY + SUBAGENTD_MODEL. Change it in
+the daemon's env file (see \`subagentd status\`) and run \`subagentd reload\`.
+\`subagentd help COMMAND\` shows one command's flags.`;
 
-  run PROMPT [--provider P] [--model M] [--schema FILE] [--json] [--quiet]
-                                 delegate one task to a child (starts the daemon if needed)
-  daemon [--stdio] [--idle-timeout S]
-                                 run the daemon in the foreground (--stdio: one private client;
-                                 --idle-timeout: exit after S seconds with no client and no run)
-  start                          start the shared daemon in the background
-  stop [--drain] [--timeout S]   stop it (--drain: refuse new starts, let running children finish)
-  restart [--timeout S]          drain, stop and start again
-  status [--json]                the daemon's state
-  runs [--state S] [--provider P] [--json]
-                                 runs, live and recorded
-  inspect RUN [--follow] [--json]
-                                 one run: its record, session header and events
-  logs [--follow] [--json]       the daemon log
-  connect                        relay stdio to the shared daemon (for editor extensions)
-  mcp [--provider P]… [--model M]
-                                 an MCP server on stdio: the pool as tools for MCP agents
-  acp [--provider P] [--model M] an ACP agent on stdio: pooled children for ACP editors
-
-options for every command:
-  --socket PATH     the daemon's unix socket (env SUBAGENTD_SOCKET)
-  --state-dir DIR   sessions, run index, log (env SUBAGENTD_HOME)
-  --config FILE     JSON config (env SUBAGENTD_CONFIG)
-
-models: --model scripted:FILE runs offline (see examples/); otherwise set DEEPSEEK_API_KEY, or
-OPENAI_BASE_URL + OPENAI_API_KEY + SUBAGENTD_MODEL.
-`;
-
-type Command = (argv: string[]) => Promise<number>;
-
-const seconds = (value: string | boolean | undefined, fallback: number): number => {
+const seconds = (value: CommandInput['values'][string], fallback: number, flag = '--timeout'): number => {
   if (value === undefined) return fallback;
   const n = Number(value);
-  if (!Number.isFinite(n) || n < 0) throw new ConfigError(`--timeout must be a number of seconds, got ${String(value)}`);
+  if (typeof value !== 'string' || value.trim() === '' || !Number.isFinite(n) || n < 0) {
+    throw new UsageError(`${flag} must be a number of seconds, got "${String(value)}"`);
+  }
   return n;
 };
 
-const commands: Record<string, Command> = {
-  // Loaded on demand: the daemon's code is most of the CLI's start-up time.
-  daemon: async (argv) => (await import('../daemon/cli/daemon-command.js')).daemonCommand(argv),
-  async run(argv) {
-    const { values, positionals } = parse(argv, {
-      provider: { type: 'string' },
-      model: { type: 'string' },
-      schema: { type: 'string' },
-      quiet: { type: 'boolean', short: 'q' },
-    });
-    const prompt = positionals.join(' ').trim();
-    if (!prompt) throw new ConfigError('run needs a prompt: subagentd run "what to do"');
-    return runCommand(commonSettings(values), {
-      prompt,
-      provider: (values['provider'] as string | undefined) ?? 'spawn',
-      model: values['model'] as string | undefined,
-      schemaFile: values['schema'] as string | undefined,
-      quiet: values['quiet'] === true,
-    });
-  },
-  async start(argv) {
-    return startCommand(commonSettings(parse(argv).values));
-  },
-  async stop(argv) {
-    const { values } = parse(argv, { drain: { type: 'boolean' }, timeout: { type: 'string' } });
-    return stopCommand(commonSettings(values), values['drain'] === true, seconds(values['timeout'], 30));
-  },
-  async restart(argv) {
-    const { values } = parse(argv, { timeout: { type: 'string' } });
-    return restartCommand(commonSettings(values), seconds(values['timeout'], 30));
-  },
-  async status(argv) {
-    return statusCommand(commonSettings(parse(argv).values));
-  },
-  async runs(argv) {
-    const { values } = parse(argv, { state: { type: 'string' }, provider: { type: 'string' } });
-    return runsCommand(commonSettings(values), {
-      ...(values['state'] !== undefined && { state: values['state'] as string }),
-      ...(values['provider'] !== undefined && { provider: values['provider'] as string }),
-    });
-  },
-  async inspect(argv) {
-    const { values, positionals } = parse(argv, { follow: { type: 'boolean', short: 'f' } });
-    const runId = positionals[0];
-    if (!runId) throw new ConfigError('inspect needs a run id: subagentd inspect RUN (see `subagentd runs`)');
-    return inspectCommand(commonSettings(values), runId, values['follow'] === true);
-  },
-  async logs(argv) {
-    const { values } = parse(argv, { follow: { type: 'boolean', short: 'f' } });
-    return logsCommand(commonSettings(values), values['follow'] === true);
-  },
-  async connect(argv) {
-    return connectCommand(commonSettings(parse(argv).values));
-  },
-  mcp: async (argv) => (await import('./face-commands.js')).faceCommand('mcp', argv),
-  acp: async (argv) => (await import('./face-commands.js')).faceCommand('acp', argv),
+const count = (value: CommandInput['values'][string], fallback: number, flag: string): number => {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (typeof value !== 'string' || !Number.isSafeInteger(n) || n < 1) throw new UsageError(`${flag} must be a positive whole number, got "${String(value)}"`);
+  return n;
 };
+
+const operand = (positionals: string[], what: string, example: string): string => {
+  const value = positionals.join(' ').trim();
+  if (!value) throw new UsageError(`${what}: ${example}`);
+  return value;
+};
+
+/** The faces' flags: providers (one or repeated) and the children's model. */
+const faceOptions = (values: CommandInput['values']): { providers: string[]; model: string | undefined } => {
+  const provider = values['provider'];
+  return { providers: typeof provider === 'string' ? [provider] : Array.isArray(provider) ? provider : [], model: values['model'] as string | undefined };
+};
+
+const TIMEOUT = { type: 'string', value: 'S', help: 'seconds to wait for running children (default 30)' } as const;
+
+const COMMANDS: readonly CommandSpec[] = [
+  {
+    name: 'run',
+    operands: 'PROMPT',
+    summary: 'delegate one task to a child (starts the daemon if needed)',
+    flags: {
+      provider: { type: 'string', value: 'P', help: 'the provider (default spawn; see `subagentd status`)' },
+      model: { type: 'string', value: 'M', help: 'the model, or scripted:FILE to replay a script offline' },
+      schema: { type: 'string', value: 'FILE', help: 'a JSON Schema the answer must match (structured output)' },
+      quiet: { type: 'boolean', short: 'q', help: 'no progress on stderr' },
+    },
+    run: ({ values, positionals, settings }) =>
+      runCommand(settings(), {
+        prompt: operand(positionals, 'run needs a prompt', 'subagentd run "what to do"'),
+        provider: (values['provider'] as string | undefined) ?? 'spawn',
+        model: values['model'] as string | undefined,
+        schemaFile: values['schema'] as string | undefined,
+        quiet: values['quiet'] === true,
+      }),
+  },
+  {
+    name: 'daemon',
+    summary: 'run the daemon in the foreground',
+    flags: DAEMON_FLAGS,
+    // Loaded on demand: the daemon's code is most of the CLI's start-up time.
+    run: async ({ argv }) => (await import('../daemon/cli/daemon-command.js')).daemonCommand(argv),
+  },
+  {
+    name: 'start',
+    summary: 'start the shared daemon in the background',
+    run: ({ settings }) => startCommand(settings()),
+  },
+  {
+    name: 'stop',
+    summary: 'stop the daemon; returns once it has exited and released its socket and lock',
+    flags: {
+      drain: { type: 'boolean', help: 'refuse new starts, let running children finish (or hand them to the next daemon)' },
+      timeout: TIMEOUT,
+    },
+    run: ({ values, settings }) => stopCommand(settings(), values['drain'] === true, seconds(values['timeout'], 30)),
+  },
+  {
+    name: 'restart',
+    summary: 'drain, stop and start again (running children continue in the new daemon)',
+    flags: { timeout: TIMEOUT },
+    run: ({ values, settings }) => restartCommand(settings(), seconds(values['timeout'], 30)),
+  },
+  {
+    name: 'reload',
+    summary: 'the daemon re-reads its config and environment file; new runs use them (also: SIGHUP)',
+    run: ({ settings }) => reloadCommand(settings()),
+  },
+  {
+    name: 'status',
+    summary: "the daemon's state",
+    run: ({ settings }) => statusCommand(settings()),
+  },
+  {
+    name: 'runs',
+    summary: 'runs, live and recorded',
+    flags: {
+      state: { type: 'string', value: 'S', choices: ['starting', 'running', 'settled', 'disposed', 'interrupted'], help: 'only runs in this state' },
+      provider: { type: 'string', value: 'P', help: 'only runs of this provider' },
+      limit: { type: 'string', value: 'N', help: 'at most N runs, newest first (default 100)' },
+      cursor: { type: 'string', value: 'C', help: 'continue after the page that printed this cursor' },
+    },
+    run: ({ values, settings }) =>
+      runsCommand(settings(), {
+        ...(values['state'] !== undefined && { state: values['state'] as string }),
+        ...(values['provider'] !== undefined && { provider: values['provider'] as string }),
+        limit: count(values['limit'], 100, '--limit'),
+        ...(typeof values['cursor'] === 'string' && { cursor: values['cursor'] }),
+      }),
+  },
+  {
+    name: 'inspect',
+    operands: 'RUN',
+    summary: 'one run: its record, session header and events',
+    flags: { follow: { type: 'boolean', short: 'f', help: 'keep printing events while the run goes on' } },
+    run: ({ values, positionals, settings }) =>
+      inspectCommand(settings(), operand(positionals, 'inspect needs a run id', 'subagentd inspect RUN (see `subagentd runs`)'), values['follow'] === true),
+  },
+  {
+    name: 'logs',
+    summary: 'the daemon log',
+    flags: {
+      follow: { type: 'boolean', short: 'f', help: 'keep printing new lines' },
+      run: { type: 'string', value: 'RUN', help: "only this run's lines" },
+    },
+    run: ({ values, settings }) => logsCommand(settings(), values['follow'] === true, values['run'] as string | undefined),
+  },
+  {
+    name: 'connect',
+    summary: 'relay stdio to the shared daemon (for editor extensions); starts it if needed',
+    run: ({ settings }) => connectCommand(settings()),
+  },
+  {
+    name: 'mcp',
+    summary: 'an MCP server on stdio: the pool as tools for MCP agents (starts the daemon if needed)',
+    flags: {
+      provider: { type: 'string', value: 'P', multiple: true, help: 'a provider offered as a tool, repeatable (default spawn)' },
+      model: { type: 'string', value: 'M', help: "the children's model, or scripted:FILE" },
+    },
+    run: async ({ values, settings }) => (await import('./mcp-command.js')).mcpCommand(settings(), faceOptions(values)),
+  },
+  {
+    name: 'acp',
+    summary: 'an ACP agent on stdio: pooled children for ACP editors (starts the daemon if needed)',
+    flags: {
+      provider: { type: 'string', value: 'P', help: 'the provider of the children (default spawn)' },
+      model: { type: 'string', value: 'M', help: "the children's model, or scripted:FILE" },
+    },
+    run: async ({ values, settings }) => (await import('./acp-command.js')).acpCommand(settings(), faceOptions(values)),
+  },
+  {
+    name: 'completion',
+    operands: 'SHELL',
+    operandChoices: SHELLS,
+    summary: `print a shell completion script (${SHELLS.join(', ')})`,
+    run: async ({ positionals }) => {
+      const shell = operand(positionals, 'completion needs a shell', `subagentd completion ${SHELLS.join('|')}`);
+      process.stdout.write(completionScript(shell, COMMANDS));
+      return 0;
+    },
+  },
+  {
+    name: 'help',
+    operands: '[COMMAND]',
+    summary: 'this usage, or one command with all its flags',
+    run: async ({ positionals }) => {
+      const [name] = positionals;
+      process.stdout.write(name === undefined ? usage(COMMANDS, FOOTER) : commandHelp(find(name)));
+      return 0;
+    },
+  },
+];
+
+function find(name: string): CommandSpec {
+  const spec = COMMANDS.find((c) => c.name === name);
+  if (!spec) throw new UsageError(`unknown command "${name}"; \`subagentd help\` lists them`);
+  return spec;
+}
 
 async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
-  if (!name || name === '--help' || name === '-h' || name === 'help') {
-    process.stdout.write(USAGE);
-    return name ? 0 : 2;
-  }
-  if (rest.includes('--help') || rest.includes('-h')) {
-    process.stdout.write(USAGE);
-    return 0;
-  }
-  const command = commands[name];
-  if (!command) {
-    process.stderr.write(`subagentd: unknown command "${name}"\n\n${USAGE}`);
+  if (name === undefined) {
+    process.stderr.write(usage(COMMANDS, FOOTER));
     return 2;
   }
-  return command(rest);
+  if (name === '--help' || name === '-h') return find('help').run(parseCommand(find('help'), []));
+  if (name === '--version' || name === '-V') {
+    process.stdout.write(rest.includes('--json') ? `${JSON.stringify({ version: DAEMON_VERSION })}\n` : `subagentd ${DAEMON_VERSION}\n`);
+    return 0;
+  }
+  const spec = find(name);
+  const input = parseCommand(spec, rest);
+  if (input.values['help'] === true) {
+    process.stdout.write(commandHelp(spec));
+    return 0;
+  }
+  return spec.run(input);
 }
 
-main(process.argv.slice(2)).then(
+// A reader that went away (`subagentd logs | head`) ends us quietly, as it does any Unix filter.
+process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+  if (error.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+  throw error;
+});
+
+const argv = process.argv.slice(2);
+main(argv).then(
   (code) => {
     process.exitCode = code;
   },
   (error: unknown) => {
-    // Our own errors say what happened and what to do; anything else is a bug, with its stack.
-    const known =
-      error instanceof SubagentError ||
-      error instanceof ConfigError ||
-      error instanceof StartupError ||
-      String((error as { code?: unknown }).code ?? '').startsWith('ERR_PARSE_ARGS');
-    process.stderr.write(`subagentd: ${known ? (error as Error).message : String((error as Error)?.stack ?? error)}\n`);
-    process.exitCode = 1;
+    process.exitCode = reportError(error, argv.includes('--json'));
   },
 );

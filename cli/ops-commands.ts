@@ -2,8 +2,10 @@
 import { existsSync, readFileSync, statSync, watchFile, unwatchFile, openSync, readSync, closeSync } from 'node:fs';
 import { join } from 'node:path';
 import type { SessionEvent, SessionHeader } from '../protocol/index.js';
-import { SubagentError, type RunInfo, type RunState } from '../protocol/index.js';
-import { ensureDaemon, socketAnswers } from '../client/auto-start.js';
+import { SubagentError, type RunInfo, type RunState, type StatusResult } from '../protocol/index.js';
+import { ConfigError } from '../daemon/config.js';
+import { ensureDaemon } from '../client/auto-start.js';
+import { stopDaemon, type StopOutcome } from '../client/stop-daemon.js';
 import { readSessionFile } from '../daemon/agent/session/session-reader.js';
 import type { CommonSettings } from '../daemon/cli/options.js';
 import { stateFiles } from '../daemon/paths.js';
@@ -12,42 +14,58 @@ import { bytes, duration, since, table } from './format.js';
 
 const print = (text: string): void => void process.stdout.write(`${text}\n`);
 
-export async function startCommand(settings: CommonSettings): Promise<number> {
+/** An explicit start: never held back by the auto-start crash-loop guard. */
+async function startDaemon(settings: CommonSettings): Promise<{ outcome: 'started' | 'running'; pid: number }> {
   const outcome = await ensureDaemon({
     socket: settings.socket,
     stateDir: settings.stateDir,
+    explicit: true,
     ...(settings.configPath !== undefined && { config: settings.configPath }),
   });
   const client = await openClient(settings, { autoStart: false });
   const { pid } = client.daemon;
   await client.close();
-  if (settings.json) print(JSON.stringify({ outcome, pid, socket: settings.socket }));
-  else print(outcome === 'started' ? `subagentd started (pid ${pid}) on ${settings.socket}` : `subagentd already running (pid ${pid}) on ${settings.socket}`);
+  return { outcome, pid };
+}
+
+const startedLine = ({ outcome, pid }: { outcome: string; pid: number }, socket: string): string =>
+  outcome === 'started' ? `subagentd started (pid ${pid}) on ${socket}` : `subagentd already running (pid ${pid}) on ${socket}`;
+
+export async function startCommand(settings: CommonSettings): Promise<number> {
+  const started = await startDaemon(settings);
+  print(settings.json ? JSON.stringify({ ...started, socket: settings.socket }) : startedLine(started, settings.socket));
   return 0;
 }
+
+/** Stops the daemon and returns once its process has exited (socket and lock free). */
+async function stopAndWait(settings: CommonSettings, drain: boolean, timeoutS: number): Promise<StopOutcome | undefined> {
+  return stopDaemon({
+    socket: settings.socket,
+    drain,
+    timeoutMs: timeoutS * 1000,
+    onShutdownAccepted: (pid) => {
+      if (drain && !settings.json) print(`draining (pid ${pid}): new starts are refused; running children get up to ${timeoutS} s`);
+    },
+  });
+}
+
+const stoppedLine = (stopped: StopOutcome): string =>
+  `subagentd stopped (pid ${stopped.pid})${stopped.forced ? `: it did not exit by itself, ended with ${stopped.forced}` : ''}`;
 
 export async function stopCommand(settings: CommonSettings, drain: boolean, timeoutS: number): Promise<number> {
-  if (!(await socketAnswers(settings.socket))) {
-    print(`no daemon running at ${settings.socket}`);
-    return 0;
-  }
-  const client = await openClient(settings, { autoStart: false });
-  const { pid } = client.daemon;
-  await client.ops.shutdown({ drain, timeoutMs: timeoutS * 1000 });
-  await client.close();
-  if (drain) print(`draining (pid ${pid}): new starts are refused; running children get up to ${timeoutS} s`);
-  const deadline = Date.now() + timeoutS * 1000 + 10_000;
-  while (await socketAnswers(settings.socket)) {
-    if (Date.now() > deadline) throw new SubagentError('DAEMON_UNRESPONSIVE', `daemon pid ${pid} did not stop; check \`subagentd logs\``);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  print(`subagentd stopped (pid ${pid})`);
+  const stopped = await stopAndWait(settings, drain, timeoutS);
+  if (settings.json) print(JSON.stringify({ stopped: stopped ?? null, ...(stopped === undefined && { socket: settings.socket }) }));
+  else print(stopped ? stoppedLine(stopped) : `no daemon running at ${settings.socket}`);
   return 0;
 }
 
+/** Drain (running children continue in the next daemon), wait for the exit, start again. */
 export async function restartCommand(settings: CommonSettings, timeoutS: number): Promise<number> {
-  await stopCommand(settings, true, timeoutS);
-  return startCommand(settings);
+  const stopped = await stopAndWait(settings, true, timeoutS);
+  if (!settings.json) print(stopped ? stoppedLine(stopped) : `no daemon was running at ${settings.socket}`);
+  const started = await startDaemon(settings);
+  print(settings.json ? JSON.stringify({ stopped: stopped ?? null, started: { ...started, socket: settings.socket } }) : startedLine(started, settings.socket));
+  return 0;
 }
 
 export async function statusCommand(settings: CommonSettings): Promise<number> {
@@ -71,6 +89,7 @@ export async function statusCommand(settings: CommonSettings): Promise<number> {
           ['runs', `starting ${runs.starting}  running ${runs.running}  settled ${runs.settled}  disposed ${runs.disposed}`],
           ['queue', `${admission.queued} waiting; limits ${admission.limits.maxConcurrentRuns} runs, ${admission.limits.maxRunsPerConnection} per connection, ${admission.limits.maxQueued} queued`],
           ['providers', status.providers.join(', ')],
+          ...settingsRows(status),
           ['memory', `rss ${bytes(status.memory.rss)}  heap ${bytes(status.memory.heapUsed)}`],
         ],
       )
@@ -88,16 +107,77 @@ export async function statusCommand(settings: CommonSettings): Promise<number> {
   }
 }
 
-export async function runsCommand(settings: CommonSettings, filter: { state?: string; provider?: string }): Promise<number> {
+function settingsRows(status: StatusResult): string[][] {
+  const config = status.config;
+  if (!config) return [];
+  const { model } = config;
+  const endpoint = model.problem
+    ? `misconfigured: ${model.problem}`
+    : model.endpoint
+      ? `${model.endpoint}  model ${model.model ?? '-'}  key ${model.apiKey}`
+      : 'none configured (runs need --model scripted:FILE)';
+  return [
+    ['config', `${config.path ?? '(none)'}  loaded ${config.loadedAt}${config.generation > 0 ? ` (reload ${config.generation})` : ''}`],
+    ['env file', `${config.envFile}${config.envFileLoaded ? '' : ' (absent)'}`],
+    ['model', endpoint],
+    ...(config.restartNeeded.length > 0 ? [['restart needed', `changed: ${config.restartNeeded.join(', ')}`]] : []),
+  ];
+}
+
+/**
+ * Re-read the daemon's config and environment file (SIGHUP to its pid: same user, same machine),
+ * and wait until it has tried. A failed reload leaves the old settings and is an error here.
+ */
+export async function reloadCommand(settings: CommonSettings): Promise<number> {
   const client = await openClient(settings, { autoStart: false });
   try {
-    const runs = await client.ops.runs({
+    const before = await client.ops.status();
+    if (!before.config) throw new SubagentError('UNSUPPORTED_OPERATION', `the daemon at ${settings.socket} has no reloadable settings (an embedded daemon)`);
+    try {
+      process.kill(before.daemon.pid, 'SIGHUP');
+    } catch (error) {
+      throw new SubagentError(
+        'DAEMON_UNAVAILABLE',
+        `cannot signal daemon pid ${before.daemon.pid} (${(error as NodeJS.ErrnoException).code}): is it in another pid namespace? Send it SIGHUP where it runs`,
+      );
+    }
+    const deadline = Date.now() + 10_000;
+    let after = await client.ops.status();
+    while ((after.config?.reloadAttempts ?? 0) <= before.config.reloadAttempts) {
+      if (Date.now() > deadline) throw new SubagentError('DAEMON_UNRESPONSIVE', `daemon pid ${before.daemon.pid} did not reload within 10 s; see \`subagentd logs\``);
+      await new Promise((r) => setTimeout(r, 50));
+      after = await client.ops.status();
+    }
+    const config = after.config!;
+    if (config.reloadError !== undefined) throw new ConfigError(`reload failed, the previous settings stay in force: ${config.reloadError}`);
+    if (settings.json) print(JSON.stringify({ reloaded: config }));
+    else {
+      print(`subagentd reloaded (pid ${after.daemon.pid}); new runs use:`);
+      print(table(['', ''], settingsRows(after)).split('\n').slice(1).join('\n'));
+    }
+    return 0;
+  } finally {
+    await client.close();
+  }
+}
+
+export async function runsCommand(
+  settings: CommonSettings,
+  filter: { state?: string; provider?: string; limit: number; cursor?: string },
+): Promise<number> {
+  const client = await openClient(settings, { autoStart: false });
+  try {
+    const { runs, nextCursor } = await client.ops.runsPage({
       ...(filter.state !== undefined && { state: filter.state as RunState }),
       ...(filter.provider !== undefined && { provider: filter.provider }),
+      ...(filter.cursor !== undefined && { cursor: filter.cursor }),
+      limit: filter.limit,
     });
     if (settings.json) print(JSON.stringify(runs, null, 2));
     else if (runs.length === 0) print('no runs');
     else print(table(['RUN', 'STATE', 'PROVIDER', 'STOP REASON', 'STARTED', 'SETTLED'], runs.map(row)));
+    // On stderr, so stdout stays one table (or one JSON array) per page.
+    if (nextCursor !== undefined) process.stderr.write(`more runs: subagentd runs --cursor ${nextCursor}\n`);
     return 0;
   } finally {
     await client.close();
@@ -169,11 +249,16 @@ function describeEvent(e: SessionEvent): string {
   }
 }
 
-export async function logsCommand(settings: CommonSettings, follow: boolean): Promise<number> {
+/** `runId` keeps only that run's lines (every line a run's code logs carries its id). */
+export async function logsCommand(settings: CommonSettings, follow: boolean, runId?: string): Promise<number> {
   const file = stateFiles(settings.stateDir).log;
   if (!existsSync(file)) throw new SubagentError('UNKNOWN_RUN', `no daemon log at ${file}: has a daemon run with --state-dir ${settings.stateDir}?`);
+  const wanted = (line: string): boolean => runId === undefined || line.includes(runId) && parsedRunId(line) === runId;
+  let partial = '';
   const render = (text: string): void => {
-    for (const line of text.split('\n')) if (line) print(settings.json ? line : formatLogLine(line));
+    const lines = (partial + text).split('\n');
+    partial = lines.pop() ?? ''; // a line still being written is shown once complete
+    for (const line of lines) if (line && wanted(line)) print(settings.json ? line : formatLogLine(line));
   };
   render(readFileSync(file, 'utf8'));
   if (!follow) return 0;
@@ -196,6 +281,14 @@ export async function logsCommand(settings: CommonSettings, follow: boolean): Pr
 }
 
 const LEVELS: Record<number, string> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' };
+
+function parsedRunId(line: string): unknown {
+  try {
+    return (JSON.parse(line) as { runId?: unknown }).runId;
+  } catch {
+    return undefined;
+  }
+}
 
 function formatLogLine(line: string): string {
   try {

@@ -3,11 +3,14 @@
  * delegates one task, shows progress on stderr while the child works, prints the result on
  * stdout, and exits 0 only when the run completed. Ctrl-C cancels the child.
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { SubagentError, type ObjectJsonSchema, type RunEvent, type SubagentResult } from '../protocol/index.js';
 import type { CommonSettings } from '../daemon/cli/options.js';
+import { packageRoot } from '../client/package-paths.js';
+import type { RemoteSubagentService } from '../client/index.js';
 import { openClient } from './daemon-client.js';
+import { StatusLine } from './status-line.js';
 
 export interface RunCommandOptions {
   readonly prompt: string;
@@ -17,16 +20,27 @@ export interface RunCommandOptions {
   readonly quiet: boolean;
 }
 
+/**
+ * A file named on the command line: relative to our cwd, or else to this package's folder, so the
+ * README's `examples/...` work from anywhere once the package is installed.
+ */
+export function inputFile(file: string, cwd = process.cwd()): string {
+  if (isAbsolute(file)) return file;
+  const here = resolve(cwd, file);
+  if (existsSync(here)) return here;
+  const shipped = resolve(packageRoot(), file);
+  return existsSync(shipped) ? shipped : here;
+}
+
 /** `scripted:FILE` is read by the daemon, whose cwd is not ours: make the path absolute here. */
 export function absoluteModel(model: string | undefined, cwd = process.cwd()): string | undefined {
   if (!model?.startsWith('scripted:')) return model;
-  const file = model.slice('scripted:'.length);
-  return `scripted:${isAbsolute(file) ? file : resolve(cwd, file)}`;
+  return `scripted:${inputFile(model.slice('scripted:'.length), cwd)}`;
 }
 
 function readSchema(file: string): ObjectJsonSchema {
   try {
-    return JSON.parse(readFileSync(file, 'utf8')) as ObjectJsonSchema;
+    return JSON.parse(readFileSync(inputFile(file), 'utf8')) as ObjectJsonSchema;
   } catch (error) {
     throw new SubagentError('INVALID_REQUEST', `cannot read --schema ${file}: ${(error as Error).message}`, { field: '/outputSchema' });
   }
@@ -54,13 +68,80 @@ function progressPrinter(): (event: RunEvent) => void {
   };
 }
 
+/**
+ * The daemon's environment selects the model, not this shell's: when this shell sets a model
+ * variable the daemon does not have, say so (once, on stderr) instead of silently using the other.
+ */
+async function warnOnEnvDrift(client: RemoteSubagentService, model: string | undefined, env: NodeJS.ProcessEnv = process.env): Promise<void> {
+  if (model?.startsWith('scripted:')) return;
+  const mine = { endpoint: env['OPENAI_BASE_URL']?.trim(), model: model ?? env['SUBAGENTD_MODEL']?.trim(), deepseek: env['DEEPSEEK_API_KEY']?.trim() };
+  if (!mine.endpoint && !mine.model && !mine.deepseek) return;
+  const daemon = (await client.ops.status()).config;
+  if (!daemon) return;
+  const drift: string[] = [];
+  if (mine.endpoint && mine.endpoint.replace(/\/+$/, '') !== daemon.model.endpoint?.replace(/\/+$/, '')) {
+    drift.push(`OPENAI_BASE_URL here is ${mine.endpoint}, the daemon's endpoint is ${daemon.model.endpoint ?? 'unset'}`);
+  }
+  if (mine.model && !model && mine.model !== daemon.model.default) drift.push(`SUBAGENTD_MODEL here is ${mine.model}, the daemon's is ${daemon.model.default ?? 'unset'}`);
+  if (mine.deepseek && !daemon.model.endpoint) drift.push('DEEPSEEK_API_KEY is set here but the daemon has no model endpoint');
+  if (drift.length === 0) return;
+  process.stderr.write(
+    `subagentd: the daemon's environment selects the model, not this shell's: ${drift.join('; ')}. ` +
+      `Put the variables in ${daemon.envFile} and run \`subagentd reload\` (or \`subagentd restart\` from this shell).\n`,
+  );
+}
+
+/**
+ * Progress on a terminal: one status line (what the child is doing, its tool calls and tokens)
+ * instead of the streamed text, so the answer appears once, on stdout, at the end.
+ */
+function liveStatus(line: StatusLine): (event: RunEvent) => void {
+  let tools = 0;
+  let last = '';
+  let tokens = { prompt: 0, completion: 0 };
+  let phase = 'thinking';
+  const show = (): void =>
+    line.set(`${phase}${tools > 0 ? ` · ${tools} tool call${tools === 1 ? '' : 's'}${last ? ` (last: ${last})` : ''}` : ''} · tokens ${tokens.prompt} in / ${tokens.completion} out`);
+  return (event) => {
+    if (event.kind === 'text-delta') phase = 'writing the answer';
+    else if (event.kind === 'reasoning-delta') phase = 'reasoning';
+    else {
+      const e = event.event;
+      if (e.type === 'assistant/message') {
+        for (const call of e.toolCalls ?? []) {
+          tools += 1;
+          last = call.name;
+          phase = `→ ${call.name}`;
+        }
+      } else if (e.type === 'tool/result') phase = 'thinking';
+      else if (e.type === 'usage') tokens = { prompt: tokens.prompt + e.usage.promptTokens, completion: tokens.completion + e.usage.completionTokens };
+      else return;
+    }
+    show();
+  };
+}
+
 export async function runCommand(settings: CommonSettings, options: RunCommandOptions): Promise<number> {
+  const tty = !settings.json && !options.quiet && process.stderr.isTTY === true;
+  const line = tty ? new StatusLine(process.stderr) : undefined;
+  line?.set('connecting to the daemon (starting it if none runs)');
+  try {
+    return await delegate(settings, options, line);
+  } finally {
+    line?.clear();
+  }
+}
+
+async function delegate(settings: CommonSettings, options: RunCommandOptions, line: StatusLine | undefined): Promise<number> {
   const client = await openClient(settings, { autoStart: true });
+  await warnOnEnvDrift(client, options.model);
+  line?.set(`starting a ${options.provider} child (waits while the daemon's queue is full)`);
   const abort = new AbortController();
   let interrupts = 0;
   const onInterrupt = (): void => {
     interrupts += 1;
     if (interrupts > 1) process.exit(130);
+    line?.clear();
     process.stderr.write('\ncancelling the child (Ctrl-C again to quit at once)\n');
     abort.abort();
   };
@@ -73,8 +154,9 @@ export async function runCommand(settings: CommonSettings, options: RunCommandOp
       signal: abort.signal,
       ...(model !== undefined && { agentOptions: { model } }),
       ...(options.schemaFile !== undefined && { outputSchema: readSchema(options.schemaFile) }),
-      ...(!settings.json && !options.quiet && { onEvent: progressPrinter() }),
+      ...(!settings.json && !options.quiet && { onEvent: line ? liveStatus(line) : progressPrinter() }),
     });
+    line?.set('running');
     let result: SubagentResult;
     try {
       result = await run.result;
@@ -98,7 +180,8 @@ export async function runCommand(settings: CommonSettings, options: RunCommandOp
         })}\n`,
       );
     } else {
-      if (!options.quiet) process.stderr.write('\n');
+      if (!options.quiet && !line) process.stderr.write('\n');
+      line?.clear();
       if (result.structured !== undefined) process.stdout.write(`${JSON.stringify(result.structured, null, 2)}\n`);
       else process.stdout.write(`${text}\n`);
       if (result.stopReason !== 'completed') {

@@ -2,17 +2,21 @@
  * Starting the shared daemon when none answers (the gopls `-remote=auto` pattern), safely when
  * many clients try at once: one start lock beside the socket, judged by its holder's liveness
  * and age (never by a pid alone, which may be reused), a bounded wait for the socket, and a
- * bounded number of restarts of a daemon that keeps dying, after which the log path is shown.
+ * bounded number of automatic restarts of a daemon that keeps dying (the crash-loop guard: for
+ * auto-start only; an explicit `start` or `restart` always tries). A start that fails says why:
+ * the daemon's exit code, the last lines it wrote to daemon.stderr.log, and what to do next.
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync, openSync, closeSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { dirname, join } from 'node:path';
 import { SubagentError } from '../protocol/index.js';
+import { defaultSocketPath } from '../common/socket-path.js';
 import { defaultDaemonCliPath } from './package-paths.js';
 
 export interface AutoStartOptions {
-  readonly socket: string;
+  /** Default: `defaultSocketPath()`. */
+  readonly socket?: string;
   readonly stateDir?: string;
   readonly config?: string;
   /** The daemon CLI to run (default: this package's). */
@@ -23,6 +27,50 @@ export interface AutoStartOptions {
   readonly maxStarts?: number;
   readonly crashWindowMs?: number;
   readonly env?: NodeJS.ProcessEnv;
+  /** A person asked for this start (`start`, `restart`): the crash-loop guard does not apply. */
+  readonly explicit?: boolean;
+}
+
+/** Lines of daemon.stderr.log shown when a start fails. */
+const LOG_TAIL_LINES = 10;
+
+/** A daemon that could not be started: DAEMON_UNAVAILABLE, with its exit and its last words. */
+export class DaemonStartError extends SubagentError {
+  constructor(
+    message: string,
+    readonly logPath: string,
+    readonly exit: string | undefined,
+    readonly logTail: readonly string[],
+  ) {
+    super('DAEMON_UNAVAILABLE', message);
+  }
+
+  /** The fields `--json` adds to the error object. */
+  report(): Record<string, unknown> {
+    return { log: this.logPath, logTail: this.logTail, ...(this.exit !== undefined && { exit: this.exit }) };
+  }
+}
+
+/** The last lines the daemon wrote to its stderr log, after `offset` (this start's own lines). */
+function logTail(path: string, offset: number): string[] {
+  try {
+    const text = readFileSync(path).subarray(offset).toString('utf8');
+    return text.split('\n').filter((line) => line.trim() !== '').slice(-LOG_TAIL_LINES);
+  } catch {
+    return [];
+  }
+}
+
+function startFailure(what: string, logPath: string, offset: number, exit: string | undefined, next: string): DaemonStartError {
+  const tail = logTail(logPath, offset);
+  const shown = tail.length > 0 ? `\n${tail.map((line) => `  | ${line}`).join('\n')}` : ' (it wrote nothing)';
+  return new DaemonStartError(`${what}; its last words, from ${logPath}:${shown}\n${next}`, logPath, exit, tail);
+}
+
+/** One line for a state or socket dir the daemon cannot write (read-only, full, not ours). */
+function unwritable(path: string, error: unknown): SubagentError {
+  const e = error as NodeJS.ErrnoException;
+  return new SubagentError('DAEMON_UNAVAILABLE', `cannot start the daemon: ${path} is not writable (${e.code ?? 'error'}: ${e.message.replace(/^\w+: /, '')}); choose another --state-dir or free it`);
 }
 
 /** A start lock older than this is abandoned, whatever its pid says. */
@@ -86,17 +134,20 @@ function statMtime(path: string): number {
  * Remembers recent daemon starts that did not come up, so a daemon that dies at once is not
  * restarted forever. A start that reaches listening is forgotten (see `forgetStart`).
  */
-function recordStart(path: string, windowMs: number, max: number, logPath: string): number {
+function recordStart(path: string, windowMs: number, max: number, logPath: string, explicit: boolean): number {
   let starts: number[] = [];
   try {
     starts = (JSON.parse(readFileSync(path, 'utf8')) as number[]).filter((t) => Date.now() - t < windowMs);
   } catch {
     // first start
   }
-  if (starts.length >= max) {
-    throw new SubagentError(
-      'DAEMON_UNAVAILABLE',
-      `the daemon was started ${starts.length} times in the last ${Math.round(windowMs / 1000)} s and did not stay up; not starting it again. See its log: ${logPath}`,
+  if (starts.length >= max && !explicit) {
+    throw startFailure(
+      `the daemon was started ${starts.length} times in the last ${Math.round(windowMs / 1000)} s and did not stay up; not starting it again automatically`,
+      logPath,
+      0,
+      undefined,
+      'fix the cause above, then run `subagentd start` (an explicit start always tries)',
     );
   }
   const at = Date.now();
@@ -117,7 +168,8 @@ function forgetStart(path: string, at: number): void {
  * Makes sure a daemon answers on `socket`, starting a detached one if none does. Resolves once
  * it accepts connections; rejects with DAEMON_UNAVAILABLE saying why and where the log is.
  */
-export async function ensureDaemon(options: AutoStartOptions): Promise<'running' | 'started'> {
+export async function ensureDaemon(given: AutoStartOptions = {}): Promise<'running' | 'started'> {
+  const options = { ...given, socket: given.socket ?? defaultSocketPath() };
   if (await socketAnswers(options.socket)) return 'running';
   const dir = dirname(options.socket);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
@@ -133,10 +185,22 @@ export async function ensureDaemon(options: AutoStartOptions): Promise<'running'
     if (await socketAnswers(options.socket)) return 'running';
     const stateDir = options.stateDir;
     const logPath = join(stateDir ?? dir, 'daemon.stderr.log');
-    mkdirSync(dirname(logPath), { recursive: true, mode: 0o700 });
+    let out: number;
+    try {
+      mkdirSync(dirname(logPath), { recursive: true, mode: 0o700 });
+      out = openSync(logPath, 'a', 0o600);
+    } catch (error) {
+      throw unwritable(dirname(logPath), error);
+    }
+    const offset = statSync(logPath).size;
     const startsPath = join(dir, 'starts.json');
-    const startedAt = recordStart(startsPath, options.crashWindowMs ?? 60_000, options.maxStarts ?? 3, logPath);
-    const out = openSync(logPath, 'a', 0o600);
+    let startedAt: number;
+    try {
+      startedAt = recordStart(startsPath, options.crashWindowMs ?? 60_000, options.maxStarts ?? 3, logPath, options.explicit === true);
+    } catch (error) {
+      closeSync(out);
+      throw error;
+    }
     const args = [
       options.cliPath ?? defaultDaemonCliPath(),
       'daemon',
@@ -152,9 +216,17 @@ export async function ensureDaemon(options: AutoStartOptions): Promise<'running'
     child.unref();
     while (!(await socketAnswers(options.socket))) {
       if (exit !== undefined) {
-        throw new SubagentError('DAEMON_UNAVAILABLE', `the daemon exited (${exit}) before it listened on ${options.socket}; see ${logPath}`);
+        throw startFailure(`the daemon exited (${exit}) before it listened on ${options.socket}`, logPath, offset, exit, 'fix the cause above, then run `subagentd start`');
       }
-      if (Date.now() > readyBy) throw new SubagentError('DAEMON_UNAVAILABLE', `the daemon did not listen on ${options.socket} in time; see ${logPath}`);
+      if (Date.now() > readyBy) {
+        throw startFailure(
+          `the daemon (pid ${child.pid}) did not listen on ${options.socket} within ${Math.round((options.readyTimeoutMs ?? 15_000) / 1000)} s`,
+          logPath,
+          offset,
+          undefined,
+          'it may still be starting on a busy machine: try `subagentd status` in a moment, or `subagentd logs`',
+        );
+      }
       await sleep(50);
     }
     forgetStart(startsPath, startedAt);

@@ -75,3 +75,5 @@ export type {
   ToolResult,
   ToolService,
 } from '../tool/index.js';
+export { stopDaemon, type StopDaemonOptions, type StopOutcome } from './stop-daemon.js';
+export { DaemonStartError } from './auto-start.js';

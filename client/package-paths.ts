@@ -29,3 +29,8 @@ export function clientPackageVersion(): string {
   }
   return cachedVersion;
 }
+
+/** This package's root folder (where package.json, examples/ and docs/ are once installed). */
+export function packageRoot(): string {
+  return fileURLToPath(new URL(runningFromSource ? '..' : '../..', import.meta.url));
+}

@@ -250,7 +250,7 @@ export class RemoteSubagentService {
     if (gone) throw gone;
     const endStart = this.runs.beginStart();
     try {
-      const { run, result } = await this.attach(this.channel, { runId, runToken });
+      const { run, result } = await this.attach(this.channel, { runId, runToken, onEvent: options.onEvent });
       const descriptor = this.directory.get(run.provider);
       const record = new RunRecord({
         runId,
@@ -535,10 +535,12 @@ export class RemoteSubagentService {
     ]);
   }
 
-  private attach(channel: RpcChannel, record: Pick<RunRecord, 'runId' | 'runToken'>): Promise<AttachResult> {
+  private attach(channel: RpcChannel, record: Pick<RunRecord, 'runId' | 'runToken'> & { readonly onEvent?: unknown }): Promise<AttachResult> {
     return channel.request(
       AttachRequest,
-      { runId: record.runId, runToken: record.runToken },
+      // A run with an event handler asks for its events again: a daemon that continued it after
+      // a restart cannot know the original start streamed.
+      { runId: record.runId, runToken: record.runToken, ...(record.onEvent !== undefined && { stream: true }) },
       { validateAs: 'run/attach#result', ...timeout(this.options.requestTimeoutMs ?? REATTACH_TIMEOUT_MS) },
     );
   }

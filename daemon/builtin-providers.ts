@@ -1,5 +1,6 @@
 /** The providers every daemon registers: spawn and fork (in-process), and each ACP agent in the config. */
 import type { Logger } from 'pino';
+import type { ModelResolver } from './agent/model/model-adapter.js';
 import { createModelResolver } from './agent/model/model-resolver.js';
 import type { DaemonConfig } from './config.js';
 import { stateFiles } from './paths.js';
@@ -12,10 +13,12 @@ export function createBuiltinProviders(
   stateDir: string,
   log: Logger,
   env: NodeJS.ProcessEnv = process.env,
+  /** The model resolver in force (a reloadable daemon passes its own; see reload.ts). */
+  resolveModel: ModelResolver = createModelResolver(config.model, env),
 ): DaemonProvider[] {
   const inProcess: InProcessProviderOptions = {
     sessionsDir: stateFiles(stateDir).sessions,
-    resolveModel: createModelResolver(config.model, env),
+    resolveModel,
     policy: {
       write: config.tools?.write ?? false,
       shell: config.tools?.shell ?? false,

@@ -336,7 +336,7 @@ export class ClientConnection implements RunOwner {
     this.handle(SendMessageRequest, ({ runId, content }) => (service.sendMessage(runId, this, content), {}));
     this.handle(ResumeRequest, ({ runId, prompt, stream }) => service.resume(runId, this, prompt, stream === true));
     this.handle(WaitRequest, ({ runId }) => service.wait(runId, this));
-    this.handle(AttachRequest, ({ runId, runToken }) => service.attach(runId, runToken, this));
+    this.handle(AttachRequest, ({ runId, runToken, stream }) => service.attach(runId, runToken, this, stream));
     this.handle(RunsListRequest, (params) => service.list(this, params));
     this.handle(InspectRequest, ({ runId, runToken }) => service.inspect(runId, this, runToken));
     this.handle(StatusRequest, () => this.ctx.status());

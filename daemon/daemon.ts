@@ -52,6 +52,8 @@ export interface DaemonOptions {
   readonly admission?: Partial<AdmissionLimits>;
   /** Cap on one run's output and on its event stream (protocol/output-cap.ts; default 2 MiB). */
   readonly maxOutputBytes?: number;
+  /** The config and environment in force, for status (see reload.ts). */
+  readonly settingsStatus?: () => NonNullable<StatusResult['config']>;
 }
 
 export interface TcpListenOptions {
@@ -150,6 +152,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
     shuttingDown: service.isShuttingDown,
     admission: admissionStatus(),
     memory: { rss: process.memoryUsage.rss(), heapUsed: process.memoryUsage().heapUsed },
+    ...(options.settingsStatus && { config: options.settingsStatus() }),
   });
 
   const admissionStatus = (): StatusResult['admission'] => {
@@ -246,7 +249,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
       );
       socketPath = path;
       listeners.push({ close: listener.close, tokenPath });
-      log.info({ socket: path, pid: process.pid, version: DAEMON_VERSION, epoch: identity.epoch }, 'daemon listening');
+      log.info({ socket: path, version: DAEMON_VERSION, epoch: identity.epoch }, 'daemon listening');
     },
     async listenTcp({ host, port, tokenFile, maxConnections = DEFAULT_MAX_TCP_CONNECTIONS, authTimeoutMs = DEFAULT_TCP_AUTH_TIMEOUT_MS }) {
       const tcpToken = readPrivateToken(tokenFile);

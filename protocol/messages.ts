@@ -193,6 +193,12 @@ export const RunsListRequest = new RequestType<RunsListParams, RunsListResult, S
 
 export interface AttachParams extends RunParams {
   readonly runToken: string;
+  /**
+   * Stream this run's `run/event`s to the attaching connection. A child continued by a new daemon
+   * after a drain does not know whether its owner streamed, so the owner says so again here.
+   * Absent: the run keeps what it had.
+   */
+  readonly stream?: boolean;
 }
 export interface AttachResult {
   readonly run: RunInfo;
@@ -231,6 +237,22 @@ export interface StatusResult {
     readonly byConnection: Record<string, { readonly running: number; readonly queued: number; readonly client?: string }>;
   };
   readonly memory: { readonly rss: number; readonly heapUsed: number };
+  /** The config file and environment in force (no secrets); absent for an embedded daemon. */
+  readonly config?: {
+    readonly path?: string;
+    /** The daemon's environment file (KEY=VALUE), read at start and on reload. */
+    readonly envFile: string;
+    readonly envFileLoaded: boolean;
+    readonly loadedAt: string;
+    /** Bumped by every successful reload. */
+    readonly generation: number;
+    /** Bumped by every reload tried; `reloadError` says why the last one failed (the old settings stayed). */
+    readonly reloadAttempts: number;
+    readonly reloadError?: string;
+    readonly model: { readonly default?: string; readonly endpoint?: string; readonly model?: string; readonly apiKey: 'set' | 'unset'; readonly problem?: string };
+    /** Changed settings that only a restart applies. */
+    readonly restartNeeded: string[];
+  };
 }
 export const StatusRequest = new RequestType<Record<string, never>, StatusResult, SubagentErrorData>('daemon/status');
 

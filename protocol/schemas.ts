@@ -227,7 +227,7 @@ export const requestSchemas = {
   'run/dispose': obj({ runId }, ['runId']),
   'run/wait': obj({ runId }, ['runId']),
   'run/inspect': obj({ runId, runToken: nonEmpty(256) }, ['runId']),
-  'run/attach': obj({ runId, runToken: nonEmpty(256) }, ['runId', 'runToken']),
+  'run/attach': obj({ runId, runToken: nonEmpty(256), stream: { type: 'boolean' } }, ['runId', 'runToken']),
   'run/sendMessage': obj({ runId, content }, ['runId', 'content']),
   'run/resume': obj({ runId, prompt: content, stream: { type: 'boolean' } }, ['runId', 'prompt']),
   'runs/list': obj({

@@ -1,7 +1,7 @@
 /**
  * Auto-start from the command line: concurrent commands against a fresh socket start exactly one
  * daemon; the start lock beside the socket is judged by its holder's liveness and age; a daemon
- * that dies at start is reported with its log path and is not restarted forever.
+ * that dies at start is reported with its exit and last words, and is not auto-started forever.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
@@ -56,7 +56,7 @@ it('three runs started at the same moment against a fresh socket start exactly o
   expect(existsSync(startLock(box))).toBe(false);
 });
 
-it('a daemon that dies at start: the error names its log; after 3 starts in the window it is not started again', { timeout: HEAVY_TEST_MS }, async () => {
+it('a daemon that dies at start: the error shows its exit, its last words and the next step; auto-start gives up after 3, an explicit start still tries', { timeout: HEAVY_TEST_MS }, async () => {
   const box = sandbox();
   // Valid for the command (so it gets as far as starting a daemon), fatal for the daemon.
   const config = box.file('config.json', { providerModules: ['./no-such-provider-module.js'] });
@@ -66,24 +66,28 @@ it('a daemon that dies at start: the error names its log; after 3 starts in the 
   for (const r of attempts) {
     expect(r.code).toBe(1);
     expect(r.stdout).toBe('');
-    expect(r.stderr).toBe(`subagentd: the daemon exited (code 1) before it listened on ${box.socket}; see ${log}\n`);
+    expect(r.stderr).toContain(`subagentd: the daemon exited (code 1) before it listened on ${box.socket}; its last words, from ${log}:\n  | `);
+    expect(r.stderr).toContain('no-such-provider-module.js'); // the cause itself, not just where to look
+    expect(r.stderr).toMatch(/\nfix the cause above, then run `subagentd start`\n$/);
   }
   expect(startsOf(box)).toHaveLength(3);
-  // The log it names says why.
-  expect(readFileSync(log, 'utf8')).toContain('no-such-provider-module.js');
 
-  // A fourth `run`, and `start`, which goes through the same bound.
-  const [refusedRun, refusedStart] = await Promise.all([
-    box.run(['run', '--config', config, '--model', HELLO, 'hi']),
-    box.run(['start', '--config', config]),
-  ]);
+  // A fourth `run` is held back by the crash-loop guard, and says why with the same last words.
+  const refusedRun = await box.run(['run', '--config', config, '--model', HELLO, '--json', 'hi']);
   expect(refusedRun.code).toBe(1);
-  expect(refusedRun.stderr).toBe(
-    `subagentd: the daemon was started 3 times in the last 60 s and did not stay up; not starting it again. See its log: ${log}\n`,
-  );
-  expect(refusedStart.code).toBe(1);
-  expect(refusedStart.stderr).toContain('not starting it again');
+  const { error } = JSON.parse(refusedRun.stdout) as { error: { code: string; message: string; log: string; logTail: string[] } };
+  expect(error.code).toBe('DAEMON_UNAVAILABLE');
+  expect(error.message).toContain('the daemon was started 3 times in the last 60 s and did not stay up; not starting it again automatically');
+  expect(error.log).toBe(log);
+  expect(error.logTail.join('\n')).toContain('no-such-provider-module.js');
   expect(startsOf(box)).toHaveLength(3);
+
+  // An explicit start is never held back: it tries, and reports the daemon's own failure.
+  const explicit = await box.run(['start', '--config', config]);
+  expect(explicit.code).toBe(1);
+  expect(explicit.stderr).toContain('the daemon exited (code 1) before it listened');
+  expect(explicit.stderr).toContain('no-such-provider-module.js');
+  expect(startsOf(box)).toHaveLength(4);
   expect(daemonPidsFor(box.socket)).toEqual([]);
   expect(existsSync(box.socket)).toBe(false);
   expect(existsSync(startLock(box))).toBe(false);
@@ -158,4 +162,16 @@ it('starts of daemons that stayed up do not count toward the crash-loop bound', 
     expect(pid).toBeDefined();
     await terminate(pid!);
   }
+});
+
+it('a state dir that cannot be written is one line naming the path and the errno, not a stack', async () => {
+  const box = sandbox();
+  const blocker = box.file('not-a-directory', 'a file where the state dir should go\n');
+  const stateDir = join(blocker, 'state');
+  const [text, json] = await Promise.all([box.run(['start', '--state-dir', stateDir]), box.run(['start', '--json', '--state-dir', stateDir])]);
+  expect(text.code).toBe(1);
+  expect(text.stderr.trimEnd().split('\n')).toHaveLength(1);
+  expect(text.stderr).toMatch(new RegExp(`^subagentd: cannot start the daemon: ${stateDir.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} is not writable \\(ENOTDIR: `));
+  expect(JSON.parse(json.stdout)).toMatchObject({ error: { code: 'DAEMON_UNAVAILABLE', message: expect.stringContaining('ENOTDIR') } });
+  expect(daemonPidsFor(box.socket)).toEqual([]);
 });

@@ -105,3 +105,23 @@ it('a second connect joins the running daemon instead of starting another', asyn
   expect(daemonPidsFor(box.socket)).toEqual(before);
   expect(box.readFile(join(box.stateDir, 'daemon.stderr.log')).match(/listening on/g)).toHaveLength(1);
 });
+
+it('injects the token into the initialize that is accepted, after a malformed first one; exits 1 when the daemon goes away', { timeout: HEAVY_TEST_MS }, async () => {
+  const connect = box.spawn(['connect'], { timeoutMs: 30_000 });
+  const editor = new StdioLspPeer(connect.child.stdin, connect.child.stdout);
+  const bad = await editor.request('initialize', { protocolVersion: PROTOCOL_VERSION }, 15_000); // no clientInfo
+  expect(bad.error?.data).toMatchObject({ code: 'INVALID_REQUEST' });
+  const good = await editor.request('initialize', { protocolVersion: PROTOCOL_VERSION, clientInfo: { name: 'editor-retry', version: '1' } }, 15_000);
+  expect(good.error, JSON.stringify(good.error)).toBeUndefined();
+  const pid = (good.result as { daemon: { pid: number } }).daemon.pid;
+  const list = await editor.request('providers/list', {});
+  expect(list.error).toBeUndefined();
+
+  // The daemon goes away under it: connect does not linger as a dead relay.
+  const stop = await box.run(['stop']);
+  expect(stop.code, stop.stderr).toBe(0);
+  const exit = await connect.exited;
+  expect(exit.code).toBe(1);
+  expect(exit.stderr).toBe(`subagentd connect: the daemon at ${box.socket} closed the connection; restart the relay to reconnect\n`);
+  expect(pidAlive(pid)).toBe(false);
+});

@@ -22,11 +22,13 @@ describe('with no daemon running', () => {
 
   it('status exits 1 saying to run `subagentd start`; stop says nothing runs; neither starts a daemon', async () => {
     const [status, statusJson, stop] = await Promise.all([box.run(['status']), box.run(['status', '--json']), box.run(['stop'])]);
-    for (const r of [status, statusJson]) {
-      expect(r.code).toBe(1);
-      expect(r.stdout).toBe('');
-      expect(r.stderr).toBe(`subagentd: no daemon at ${box.socket}: run \`subagentd start\`\n`);
-    }
+    expect(status.code).toBe(1);
+    expect(status.stdout).toBe('');
+    expect(status.stderr).toBe(`subagentd: no daemon at ${box.socket}: run \`subagentd start\`\n`);
+    // With --json the error is one object on stdout, and nothing on stderr.
+    expect(statusJson.code).toBe(1);
+    expect(JSON.parse(statusJson.stdout)).toEqual({ error: { code: 'DAEMON_UNAVAILABLE', message: `no daemon at ${box.socket}: run \`subagentd start\`` } });
+    expect(statusJson.stderr).toBe('');
     expect(stop.code).toBe(0);
     expect(stop.stdout).toBe(`no daemon running at ${box.socket}\n`);
     expect(daemonPidsFor(box.socket)).toEqual([]);

@@ -4,20 +4,15 @@ import { join } from 'node:path';
 import { createBuiltinProviders } from '../builtin-providers.js';
 import { ConfigError } from '../config.js';
 import { createDaemon } from '../daemon.js';
+import { DaemonSettings } from '../reload.js';
 import { createLogger } from '../logger.js';
 import { stateFiles } from '../paths.js';
 import { installProcessGuards } from '../process-guards.js';
 import { loadProviderModules } from '../provider-modules.js';
-import { commonSettings, parse } from './options.js';
+import { commonSettings, DAEMON_FLAGS, LOG_LEVELS, parse } from './options.js';
 
 export async function daemonCommand(argv: string[]): Promise<number> {
-  const { values } = parse(argv, {
-    stdio: { type: 'boolean' },
-    'log-level': { type: 'string' },
-    'max-runs': { type: 'string' },
-    'max-runs-per-connection': { type: 'string' },
-    'idle-timeout': { type: 'string' },
-  });
+  const { values } = parse(argv, DAEMON_FLAGS);
   const shared = commonSettings(values);
   const stdio = values['stdio'] === true;
   // A private stdio daemon with no state dir of its own must not contend for the shared
@@ -26,13 +21,19 @@ export async function daemonCommand(argv: string[]): Promise<number> {
   const scratch = stdio && !explicitState ? privateStateDir(shared.stateDir) : undefined;
   const settings = scratch ? { ...shared, stateDir: scratch } : shared;
   mkdirSync(settings.stateDir, { recursive: true, mode: 0o700 });
+  const level = (values['log-level'] as string | undefined) ?? process.env['SUBAGENTD_LOG_LEVEL'] ?? 'info';
+  if (!(LOG_LEVELS as readonly string[]).includes(level)) throw new ConfigError(`--log-level must be one of ${LOG_LEVELS.join(', ')}, got "${level}"`);
   const log = createLogger({
     file: stateFiles(settings.stateDir).log,
-    level: (values['log-level'] as string | undefined) ?? process.env['SUBAGENTD_LOG_LEVEL'] ?? 'info',
+    level,
     stderr: !stdio || process.env['SUBAGENTD_STDERR_LOG'] === '1',
   });
+  // Reloadable: the model settings and ACP providers follow `subagentd reload` / SIGHUP.
+  const reloadable = new DaemonSettings(settings.configPath, settings.config, settings.stateDir, process.env, log);
+  const [spawnProvider, forkProvider] = createBuiltinProviders({ ...settings.config, providers: [] }, settings.stateDir, log, process.env, reloadable.resolveModel);
   const providers = [
-    ...createBuiltinProviders(settings.config, settings.stateDir, log),
+    spawnProvider!,
+    forkProvider!,
     ...(await loadProviderModules(settings.config.providerModules ?? [], { stateDir: settings.stateDir, config: settings.config, log })),
   ];
   const daemon = createDaemon({
@@ -53,6 +54,16 @@ export async function daemonCommand(argv: string[]): Promise<number> {
     ...(settings.config.maxFrameBytes !== undefined && { frameLimits: { maxFrameBytes: settings.config.maxFrameBytes } }),
     ...(settings.config.maxConnections !== undefined && { maxConnections: settings.config.maxConnections }),
     ...(settings.config.maxUnsentBytes !== undefined && { maxUnsentBytes: settings.config.maxUnsentBytes }),
+    settingsStatus: () => reloadable.status(),
+  });
+  reloadable.attach(daemon.service.registry);
+  process.on('SIGHUP', () => {
+    try {
+      reloadable.reload();
+    } catch (error) {
+      // The settings in force stay; `subagentd reload` reads this from the log and status.
+      log.error({ err: error }, 'reload failed: the previous settings stay in force');
+    }
   });
   installProcessGuards({ log, close: () => daemon.close() });
   const stop = (signal: string): void => {
@@ -91,6 +102,10 @@ export async function daemonCommand(argv: string[]): Promise<number> {
   if (idleMs !== undefined) daemon.exitWhenIdle(idleMs);
   await daemon.whenClosed;
   if (scratch) rmSync(scratch, { recursive: true, force: true });
+  // Closed: socket, lock and log are released. Whatever still holds the event loop (a peer's
+  // half-closed socket, a provider's stray timer) must not keep the process alive, because
+  // `subagentd stop` returns only once the process has exited.
+  setTimeout(() => process.exit(process.exitCode ?? 0), 2000).unref();
   return 0;
 }
 

@@ -1,16 +1,55 @@
-/** Flags shared by every command, resolved flag → env → config file → XDG default. */
+/**
+ * Flags shared by every command, resolved flag → env → config file → XDG default, and the daemon
+ * command's own flags. Declared once with their help text: the `subagentd` usage, per-command help
+ * and shell completion are all generated from these declarations.
+ */
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { loadConfig, type DaemonConfig } from '../config.js';
 import { defaultSocketPath, defaultStateDir } from '../paths.js';
 import { resolve } from 'node:path';
 
-export const COMMON_OPTIONS = {
-  socket: { type: 'string' },
-  'state-dir': { type: 'string' },
-  config: { type: 'string' },
-  json: { type: 'boolean' },
-  help: { type: 'boolean', short: 'h' },
-} as const satisfies ParseArgsConfig['options'];
+export interface FlagSpec {
+  readonly type: 'string' | 'boolean';
+  readonly short?: string;
+  /** The value's placeholder in help, for string flags (e.g. `S`, `FILE`). */
+  readonly value?: string;
+  readonly help: string;
+  /** Fixed values, offered by shell completion. */
+  readonly choices?: readonly string[];
+  /** May be given more than once (string flags): the value is then an array. */
+  readonly multiple?: boolean;
+}
+
+export type FlagSpecs = Readonly<Record<string, FlagSpec>>;
+
+/** Flags every command takes. */
+export const COMMON_FLAGS = {
+  socket: { type: 'string', value: 'PATH', help: "the daemon's unix socket (env SUBAGENTD_SOCKET)" },
+  'state-dir': { type: 'string', value: 'DIR', help: 'sessions, run index, logs (env SUBAGENTD_HOME)' },
+  config: { type: 'string', value: 'FILE', help: 'JSON config (env SUBAGENTD_CONFIG)' },
+  json: { type: 'boolean', help: 'machine-readable output; errors as {"error":{"code","message"}} on stdout' },
+  help: { type: 'boolean', short: 'h', help: "this command's help" },
+} as const satisfies FlagSpecs;
+
+export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const;
+
+/** `subagentd daemon`'s own flags. */
+export const DAEMON_FLAGS = {
+  stdio: { type: 'boolean', help: 'serve one private client on stdin/stdout instead of the socket' },
+  'log-level': { type: 'string', value: 'LEVEL', choices: LOG_LEVELS, help: 'daemon log level (env SUBAGENTD_LOG_LEVEL; default info)' },
+  'max-runs': { type: 'string', value: 'N', help: 'runs at once, for all clients together' },
+  'max-runs-per-connection': { type: 'string', value: 'N', help: 'runs at once for one connection' },
+  'idle-timeout': { type: 'string', value: 'S', help: 'exit after S seconds with no client and no run' },
+} as const satisfies FlagSpecs;
+
+/** node:util parseArgs options for these flags. */
+export function parseOptions(flags: FlagSpecs): NonNullable<ParseArgsConfig['options']> {
+  const options: NonNullable<ParseArgsConfig['options']> = {};
+  for (const [name, flag] of Object.entries(flags)) {
+    options[name] = { type: flag.type, ...(flag.short !== undefined && { short: flag.short }), ...(flag.multiple === true && { multiple: true }) };
+  }
+  return options;
+}
 
 export interface CommonSettings {
   readonly socket: string;
@@ -25,8 +64,8 @@ export interface ParsedArgs {
   readonly positionals: string[];
 }
 
-export function parse(argv: string[], options: NonNullable<ParseArgsConfig['options']> = {}): ParsedArgs {
-  const { values, positionals } = parseArgs({ args: argv, options: { ...COMMON_OPTIONS, ...options }, allowPositionals: true, strict: true });
+export function parse(argv: string[], flags: FlagSpecs = {}): ParsedArgs {
+  const { values, positionals } = parseArgs({ args: argv, options: parseOptions({ ...COMMON_FLAGS, ...flags }), allowPositionals: true, strict: true });
   return { values: values as ParsedArgs['values'], positionals };
 }
 

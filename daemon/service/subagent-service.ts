@@ -293,6 +293,7 @@ export class SubagentService {
       ...(lineage.resumedFrom !== undefined && { resumedFrom: lineage.resumedFrom }),
       ...(lineage.restore !== undefined && { restore: lineage.restore }),
     }, true);
+    this.log.info({ runId: record.runId, provider, owner: owner.id }, 'run started');
     // setImmediate: the start response is queued on the connection before subagent/end can be.
     run.result.finally(release).then(
       (result) => setImmediate(() => this.settle(record, result, undefined, resolveSettled, rejectSettled)),
@@ -316,6 +317,17 @@ export class SubagentService {
     }
     record.settledAt = new Date().toISOString();
     if (record.state === 'running') record.state = 'settled';
+    // The one line per run end an operator greps for (the start is logged in publish).
+    this.log.info(
+      {
+        runId: record.runId,
+        provider: record.provider,
+        owner: record.owner.id,
+        durationMs: Date.parse(record.settledAt) - Date.parse(record.startedAt),
+        stopReason: given?.stopReason ?? 'error',
+      },
+      'run ended',
+    );
     const base = { runId: record.runId, provider: record.provider, id: record.id, local: record.local };
     if (given) {
       const result = boundedResult(given, this.maxOutputBytes, record.host?.budget.truncated === true);
@@ -474,7 +486,7 @@ export class SubagentService {
    * Take ownership of a run with its token: a run detached by a closed connection (within the
    * grace period), or one a previous daemon ran (its recorded outcome).
    */
-  attach(runId: string, runToken: string, owner: RunOwner): AttachResult {
+  attach(runId: string, runToken: string, owner: RunOwner, stream?: boolean): AttachResult {
     const record = this.runs.get(runId) ?? this.adoptFromIndex(runId);
     if (!record || !tokenMatches(runToken, record.tokenHash)) {
       // One answer for both: an id without its token reveals nothing.
@@ -482,7 +494,10 @@ export class SubagentService {
     }
     clearTimeout(record.graceTimer);
     record.owner = owner;
-    if (record.host) record.host.owner = owner;
+    if (record.host) {
+      record.host.owner = owner;
+      if (stream !== undefined) record.host.stream = stream;
+    }
     return { run: info(record, owner), ...(record.result && { result: record.result }) };
   }
 

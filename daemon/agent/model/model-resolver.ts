@@ -16,7 +16,8 @@ export const NO_MODEL_HELP =
   'no model is configured. Set DEEPSEEK_API_KEY (DeepSeek, model deepseek-chat), or OPENAI_BASE_URL + OPENAI_API_KEY + ' +
   'SUBAGENTD_MODEL for any OpenAI-compatible server, or run offline with --model scripted:FILE (see examples/).';
 
-export function createModelResolver(config: DaemonConfig['model'] = {}, env: NodeJS.ProcessEnv = process.env): ModelResolver {
+/** `howToSet` is appended to messages that ask for a variable (which environment counts, how to change it). */
+export function createModelResolver(config: DaemonConfig['model'] = {}, env: NodeJS.ProcessEnv = process.env, howToSet = ''): ModelResolver {
   const adapters = new Map<string, ModelAdapter>();
   return (requested) => {
     const name = requested ?? config.default ?? env['SUBAGENTD_MODEL'];
@@ -31,7 +32,7 @@ export function createModelResolver(config: DaemonConfig['model'] = {}, env: Nod
       apiKey: config.apiKeyEnv ? env[config.apiKeyEnv] : undefined,
       model: name,
     });
-    if (!endpoint) throw new ModelError('config', NO_MODEL_HELP);
+    if (!endpoint) throw new ModelError('config', NO_MODEL_HELP + howToSet);
     const key = `${endpoint.baseUrl}\n${endpoint.apiKey}`;
     let adapter = adapters.get(key);
     if (!adapter) {

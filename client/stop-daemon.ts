@@ -1,0 +1,79 @@
+/**
+ * Stopping the shared daemon so that the next one can start at once: ask it to shut down (drain or
+ * not), then wait until the process itself has exited, which is when its socket and state-dir lock
+ * are free. A daemon that outlives its drain timeout plus a grace is sent SIGTERM, then SIGKILL,
+ * the way service managers do; the outcome says so. A daemon in another pid namespace (not visible
+ * in /proc) is waited on until its socket stops answering.
+ */
+import { SubagentError } from '../protocol/index.js';
+import { socketAnswers } from './auto-start.js';
+import { connect } from './connect.js';
+import { identifyProcess, processExited, type ProcessIdentity } from './process-identity.js';
+
+export interface StopDaemonOptions {
+  readonly socket: string;
+  /** Let running children finish (or hand them to the next daemon) before stopping. */
+  readonly drain?: boolean;
+  /** How long the daemon may drain. Default 30 s. */
+  readonly timeoutMs?: number;
+  /** Past the drain timeout, how long to wait before SIGTERM, and again before SIGKILL. Default 10 s. */
+  readonly graceMs?: number;
+  /** Called once the daemon accepted the shutdown, with its pid. */
+  readonly onShutdownAccepted?: (pid: number) => void;
+}
+
+export interface StopOutcome {
+  readonly pid: number;
+  /** Set when the daemon did not exit by itself and a signal ended it. */
+  readonly forced?: 'SIGTERM' | 'SIGKILL';
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Resolves undefined when no daemon answers on the socket. */
+export async function stopDaemon(options: StopDaemonOptions): Promise<StopOutcome | undefined> {
+  if (!(await socketAnswers(options.socket))) return undefined;
+  const timeoutMs = options.timeoutMs ?? 30_000;
+  const graceMs = options.graceMs ?? 10_000;
+  let client;
+  try {
+    client = await connect({ socket: options.socket, clientInfo: { name: 'subagentd-stop', version: '1' }, requestTimeoutMs: 10_000, logger: quiet });
+  } catch (error) {
+    // Gone between the probe and the connect: nothing left to stop.
+    if (error instanceof SubagentError && error.code === 'DAEMON_UNAVAILABLE') return undefined;
+    throw error;
+  }
+  const target = identifyProcess(client.daemon.pid);
+  try {
+    await client.ops.shutdown({ drain: options.drain === true, timeoutMs });
+  } catch (error) {
+    // The daemon may close our connection as it goes down before the answer is written.
+    if (!(error instanceof SubagentError && error.code === 'DAEMON_UNAVAILABLE')) throw error;
+  } finally {
+    await client.close().catch(() => undefined);
+  }
+  options.onShutdownAccepted?.(target.pid);
+  if (await exited(target, options.socket, timeoutMs + graceMs)) return { pid: target.pid };
+  for (const signal of ['SIGTERM', 'SIGKILL'] as const) {
+    if (processExited(target) === undefined) break; // not ours to signal: we cannot tell it is the same process
+    try {
+      process.kill(target.pid, signal);
+    } catch {
+      return { pid: target.pid };
+    }
+    if (await exited(target, options.socket, graceMs)) return { pid: target.pid, forced: signal };
+  }
+  throw new SubagentError('DAEMON_UNRESPONSIVE', `daemon pid ${target.pid} did not exit; check \`subagentd logs\``);
+}
+
+async function exited(target: ProcessIdentity, socket: string, withinMs: number): Promise<boolean> {
+  const deadline = Date.now() + withinMs;
+  for (;;) {
+    const gone = processExited(target) ?? !(await socketAnswers(socket));
+    if (gone) return true;
+    if (Date.now() > deadline) return false;
+    await sleep(50);
+  }
+}
+
+const quiet = { error: () => undefined, warn: () => undefined };

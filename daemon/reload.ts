@@ -1,0 +1,160 @@
+/**
+ * The daemon's reloadable settings: the config file and the environment file, read at start and
+ * again on `subagentd reload` (SIGHUP). A reload applies to new runs: the model (default, endpoint,
+ * key) comes from the fresh config and environment, and the ACP providers are re-registered from
+ * the fresh config. Running children keep what they started with. Settings that only a restart
+ * can change (socket, state dir, limits, tools policy, persona, provider modules, tcp) are named
+ * in `restartNeeded` when they differ. A config that fails to load leaves the old one in force
+ * and the error is returned to the caller (and logged).
+ *
+ * The environment that counts is the DAEMON's: its own environment at start, overridden by the
+ * environment file (`SUBAGENTD_ENV_FILE`, default `<state dir>/daemon.env`, KEY=VALUE lines).
+ * Status shows where the model endpoint came from, never a secret.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseEnv } from 'node:util';
+import type { Logger } from 'pino';
+import { createModelResolver } from './agent/model/model-resolver.js';
+import { endpointFromEnv } from './agent/model/endpoint-config.js';
+import type { ModelResolver } from './agent/model/model-adapter.js';
+import { loadConfig, type DaemonConfig } from './config.js';
+import type { DaemonProvider } from './provider.js';
+import { createAcpProvider } from './providers/acp/index.js';
+import type { ProviderRegistry } from './service/provider-registry.js';
+
+/** What status shows of the settings in force (no secrets). */
+export interface SettingsStatus {
+  readonly path?: string;
+  readonly envFile: string;
+  readonly envFileLoaded: boolean;
+  readonly loadedAt: string;
+  /** Bumped by every successful reload. */
+  readonly generation: number;
+  /** Bumped by every reload tried, and why the last one failed (the old settings stayed). */
+  readonly reloadAttempts: number;
+  readonly reloadError?: string;
+  readonly model: { readonly default?: string; readonly endpoint?: string; readonly model?: string; readonly apiKey: 'set' | 'unset'; readonly problem?: string };
+  readonly restartNeeded: string[];
+}
+
+const RESTART_ONLY = ['socket', 'stateDir', 'limits', 'tools', 'persona', 'personaVars', 'maxSteps', 'providerModules', 'tcp', 'requireToken', 'maxFrameBytes'] as const;
+
+export function envFilePath(stateDir: string, env: NodeJS.ProcessEnv): string {
+  return env['SUBAGENTD_ENV_FILE'] || join(stateDir, 'daemon.env');
+}
+
+function readEnvFile(path: string): Record<string, string> | undefined {
+  if (!existsSync(path)) return undefined;
+  return parseEnv(readFileSync(path, 'utf8')) as Record<string, string>;
+}
+
+export class DaemonSettings {
+  private config: DaemonConfig;
+  private env: NodeJS.ProcessEnv;
+  private resolver: ModelResolver;
+  private generation = 0;
+  private attempts = 0;
+  private lastError: string | undefined;
+  private loadedAt = new Date().toISOString();
+  private envFileLoaded = false;
+  private readonly startConfig: DaemonConfig;
+  private readonly envFile: string;
+  private unregisterAcp: Array<() => void> = [];
+  private registry: ProviderRegistry | undefined;
+
+  constructor(
+    private readonly configPath: string | undefined,
+    config: DaemonConfig,
+    stateDir: string,
+    private readonly baseEnv: NodeJS.ProcessEnv,
+    private readonly log: Logger,
+  ) {
+    this.startConfig = config;
+    this.config = config;
+    this.envFile = envFilePath(stateDir, baseEnv);
+    this.env = this.readEnv();
+    this.resolver = this.makeResolver();
+  }
+
+  /** For the in-process providers: always the model settings in force now. */
+  readonly resolveModel: ModelResolver = (requested) => this.resolver(requested);
+
+  /** The ACP providers of the config in force; with `attach`, kept in step with reloads. */
+  acpProviders(): DaemonProvider[] {
+    return (this.config.providers ?? []).map((entry) => createAcpProvider(entry, { log: this.log.child({ provider: entry.name }) }));
+  }
+
+  /** Registers the config's ACP providers and re-registers them on every reload. */
+  attach(registry: ProviderRegistry): void {
+    this.registry = registry;
+    this.unregisterAcp = this.acpProviders().map((provider) => registry.register(provider));
+  }
+
+  reload(): SettingsStatus {
+    this.attempts += 1;
+    let config: DaemonConfig;
+    try {
+      config = this.configPath ? loadConfig(this.configPath) : {};
+      readEnvFile(this.envFile); // a malformed file fails here, before anything is swapped
+    } catch (error) {
+      this.lastError = (error as Error).message;
+      throw error;
+    }
+    this.lastError = undefined;
+    this.config = config;
+    this.env = this.readEnv();
+    this.resolver = this.makeResolver();
+    if (this.registry) {
+      for (const unregister of this.unregisterAcp) unregister();
+      this.unregisterAcp = this.acpProviders().map((provider) => this.registry!.register(provider));
+    }
+    this.generation += 1;
+    this.loadedAt = new Date().toISOString();
+    const status = this.status();
+    this.log.info({ config: this.configPath, envFile: this.envFile, generation: this.generation, restartNeeded: status.restartNeeded }, 'settings reloaded');
+    return status;
+  }
+
+  status(): SettingsStatus {
+    return {
+      ...(this.configPath !== undefined && { path: this.configPath }),
+      envFile: this.envFile,
+      envFileLoaded: this.envFileLoaded,
+      loadedAt: this.loadedAt,
+      generation: this.generation,
+      reloadAttempts: this.attempts,
+      ...(this.lastError !== undefined && { reloadError: this.lastError }),
+      model: this.modelSummary(),
+      restartNeeded: RESTART_ONLY.filter((key) => JSON.stringify(this.config[key]) !== JSON.stringify(this.startConfig[key])),
+    };
+  }
+
+  private readEnv(): NodeJS.ProcessEnv {
+    const file = readEnvFile(this.envFile);
+    this.envFileLoaded = file !== undefined;
+    return { ...this.baseEnv, ...file };
+  }
+
+  private makeResolver(): ModelResolver {
+    return createModelResolver(this.config.model, this.env, this.howToSet());
+  }
+
+  /** Appended to every "set this variable" message: which environment counts, and how to change it. */
+  private howToSet(): string {
+    return ` These are read from the DAEMON's environment, not this shell's: put them in ${this.envFile} (KEY=VALUE lines) and run \`subagentd reload\`, or \`subagentd restart\` from a shell that has them.`;
+  }
+
+  private modelSummary(): SettingsStatus['model'] {
+    const model = this.config.model ?? {};
+    const name = model.default ?? this.env['SUBAGENTD_MODEL'];
+    const base = { ...(name !== undefined && { default: name }) };
+    try {
+      const endpoint = endpointFromEnv(this.env, { baseUrl: model.baseUrl, apiKey: model.apiKeyEnv ? this.env[model.apiKeyEnv] : undefined, model: name });
+      if (!endpoint) return { ...base, apiKey: 'unset' };
+      return { ...base, endpoint: endpoint.baseUrl, model: endpoint.model, apiKey: endpoint.apiKey ? 'set' : 'unset' };
+    } catch (error) {
+      return { ...base, apiKey: 'unset', problem: (error as Error).message };
+    }
+  }
+}
