@@ -6,7 +6,7 @@
  */
 import { readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { selfIdentity, stillRunning, type ProcessIdentity } from './process-identity.js';
-import { StartupError } from './startup-error.js';
+import { StartupError, startupFailure } from './startup-error.js';
 
 export class StateDirLockedError extends StartupError {
   override readonly name = 'StateDirLockedError';
@@ -22,7 +22,11 @@ export function acquireStateLock(path: string): () => void {
         if (readOwner(path)?.pid === process.pid) unlinkSync(path);
       };
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') {
+        // A full disk creates the file and then fails the write: leave no empty lock behind.
+        if ((error as NodeJS.ErrnoException).syscall === 'write') unlinkQuietly(path);
+        throw startupFailure(error, path);
+      }
       const owner = readOwner(path);
       if (owner !== undefined && owner.pid !== process.pid && stillRunning(owner)) {
         throw new StateDirLockedError(`state dir is in use by daemon pid ${owner.pid} (lock ${path})`);
@@ -45,5 +49,13 @@ export function readOwner(path: string): ProcessIdentity | undefined {
     return typeof startTime === 'string' ? { pid, startTime } : { pid };
   } catch {
     return undefined;
+  }
+}
+
+function unlinkQuietly(path: string): void {
+  try {
+    unlinkSync(path);
+  } catch {
+    // nothing was created
   }
 }

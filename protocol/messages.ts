@@ -213,6 +213,14 @@ export interface StatusResult {
     readonly byConnection: Record<string, { readonly running: number; readonly queued: number; readonly client?: string }>;
   };
   readonly memory: { readonly rss: number; readonly heapUsed: number };
+  /**
+   * Present while the state dir cannot be written (full or read-only disk): the daemon still
+   * answers, but refuses runs it cannot record. `reason` names each file and its errno.
+   */
+  readonly degraded?: {
+    readonly reason: string;
+    readonly faults: ReadonlyArray<{ readonly path: string; readonly code: string; readonly since: string }>;
+  };
 }
 export const StatusRequest = new RequestType<Record<string, never>, StatusResult, SubagentErrorData>('daemon/status');
 

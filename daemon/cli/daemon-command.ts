@@ -8,6 +8,8 @@ import { createLogger } from '../logger.js';
 import { stateFiles } from '../paths.js';
 import { installProcessGuards } from '../process-guards.js';
 import { loadProviderModules } from '../provider-modules.js';
+import { startupFailure } from '../startup-error.js';
+import { StateFaults } from '../store/state-faults.js';
 import { commonSettings, parse } from './options.js';
 
 export async function daemonCommand(argv: string[]): Promise<number> {
@@ -25,11 +27,18 @@ export async function daemonCommand(argv: string[]): Promise<number> {
   const explicitState = values['state-dir'] !== undefined || process.env['SUBAGENTD_HOME'] || shared.config.stateDir;
   const scratch = stdio && !explicitState ? privateStateDir(shared.stateDir) : undefined;
   const settings = scratch ? { ...shared, stateDir: scratch } : shared;
-  mkdirSync(settings.stateDir, { recursive: true, mode: 0o700 });
+  try {
+    mkdirSync(settings.stateDir, { recursive: true, mode: 0o700 });
+  } catch (error) {
+    throw startupFailure(error, settings.stateDir);
+  }
+  // One record of the state dir's write faults, fed by the log and the run index alike.
+  const faults = new StateFaults();
   const log = createLogger({
     file: stateFiles(settings.stateDir).log,
     level: (values['log-level'] as string | undefined) ?? process.env['SUBAGENTD_LOG_LEVEL'] ?? 'info',
     stderr: !stdio || process.env['SUBAGENTD_STDERR_LOG'] === '1',
+    faults,
   });
   const providers = [
     ...createBuiltinProviders(settings.config, settings.stateDir, log),
@@ -39,6 +48,7 @@ export async function daemonCommand(argv: string[]): Promise<number> {
     stateDir: settings.stateDir,
     providers,
     log,
+    faults,
     requireToken: settings.config.requireToken ?? true,
     ...(settings.config.detachGraceMs !== undefined && { detachGraceMs: settings.config.detachGraceMs }),
     ...(settings.config.sessionRetentionDays !== undefined && { sessionRetentionDays: settings.config.sessionRetentionDays }),
@@ -102,6 +112,10 @@ function positiveInt(value: string | boolean | undefined, flag: string): number 
 
 function privateStateDir(sharedStateDir: string): string {
   const parent = join(sharedStateDir, 'private');
-  mkdirSync(parent, { recursive: true, mode: 0o700 });
-  return mkdtempSync(join(parent, 'stdio-'));
+  try {
+    mkdirSync(parent, { recursive: true, mode: 0o700 });
+    return mkdtempSync(join(parent, 'stdio-'));
+  } catch (error) {
+    throw startupFailure(error, parent);
+  }
 }
