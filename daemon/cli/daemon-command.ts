@@ -8,6 +8,7 @@ import { createLogger } from '../logger.js';
 import { stateFiles } from '../paths.js';
 import { installProcessGuards } from '../process-guards.js';
 import { loadProviderModules } from '../provider-modules.js';
+import { secretNames, takeSecrets } from '../secrets.js';
 import { startupFailure } from '../startup-error.js';
 import { StateFaults } from '../store/state-faults.js';
 import { commonSettings, parse } from './options.js';
@@ -22,6 +23,13 @@ export async function daemonCommand(argv: string[]): Promise<number> {
   });
   const shared = commonSettings(values);
   const stdio = values['stdio'] === true;
+  try {
+    mkdirSync(shared.stateDir, { recursive: true, mode: 0o700 });
+  } catch (error) {
+    throw startupFailure(error, shared.stateDir);
+  }
+  // First, before anything is opened or spawned: this may re-execute the process without them.
+  const secrets = takeSecrets(secretNames(shared.config), shared.stateDir);
   // A private stdio daemon with no state dir of its own must not contend for the shared
   // daemon's: it gets a scratch one under it, removed when it exits.
   const explicitState = values['state-dir'] !== undefined || process.env['SUBAGENTD_HOME'] || shared.config.stateDir;
@@ -40,8 +48,9 @@ export async function daemonCommand(argv: string[]): Promise<number> {
     stderr: !stdio || process.env['SUBAGENTD_STDERR_LOG'] === '1',
     faults,
   });
+  if (secrets.warning) log.warn(secrets.warning);
   const providers = [
-    ...createBuiltinProviders(settings.config, settings.stateDir, log),
+    ...createBuiltinProviders(settings.config, settings.stateDir, log, { ...process.env, ...secrets.values }),
     ...(await loadProviderModules(settings.config.providerModules ?? [], { stateDir: settings.stateDir, config: settings.config, log })),
   ];
   const daemon = createDaemon({
