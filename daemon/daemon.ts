@@ -15,6 +15,7 @@ import { ClientConnection } from './client-connection.js';
 import type { DaemonProvider } from './provider.js';
 import { SubagentService } from './service/subagent-service.js';
 import { DEFAULT_ADMISSION_LIMITS, type AdmissionLimits } from './service/admission-queue.js';
+import { agentGroupsDir, reapAgentGroups } from './providers/acp/agent-groups.js';
 import { acquireStateLock } from './state-lock.js';
 import { startupFailure } from './startup-error.js';
 import { RunIndex } from './store/run-index.js';
@@ -100,6 +101,8 @@ export function createDaemon(options: DaemonOptions): Daemon {
   const faults = options.faults ?? new StateFaults();
   const log = options.log ?? createLogger({ file: files.log, faults });
   faults.attach(log);
+  // Only the lock holder reaps: ACP agents a killed predecessor left running (see agent-groups.ts).
+  void reapAgentGroups(agentGroupsDir(options.stateDir), log).catch((error: unknown) => log.error({ err: error }, 'reaping orphaned agents failed'));
   const startedAt = new Date();
   const identity: DaemonIdentity = {
     name: 'subagentd',
