@@ -46,7 +46,8 @@ function running(pid: number): boolean {
   }
 }
 
-it('after kill -9 of the daemon, the next daemon reaps stubborn agents and their grandchildren', async () => {
+/** A daemon serving two stubborn agents; resolves their pids and their grandchildren's. */
+async function daemonWithStubbornAgents(): Promise<{ daemon: DaemonProcess; pids: number[]; peer: RawPeer }> {
   const dir = tempDir();
   const record = join(dir, 'agent-record.jsonl');
   const daemon = await startDaemon({
@@ -66,19 +67,55 @@ it('after kill -9 of the daemon, the next daemon reaps stubborn agents and their
       .filter((e) => e.event === 'start' || e.event === 'grandchild')
       .map((e) => e.pid!);
   await waitFor(() => existsSync(record) && pids().length === 4, 5000, () => 'two agents and two grandchildren');
-  const all = pids();
-  strays.push(...all);
+  strays.push(...pids());
   expect(readdirSync(agentGroupsDir(daemon.stateDir))).toHaveLength(2);
+  return { daemon, pids: pids(), peer };
+}
 
+async function kill9(daemon: DaemonProcess): Promise<void> {
   daemon.proc.kill('SIGKILL');
   await new Promise((r) => (daemon.proc.exitCode !== null || daemon.proc.signalCode !== null ? r(undefined) : daemon.proc.once('exit', r)));
+}
+
+/** The daemon's agent sentinel, found by its command line. */
+function sentinelOf(daemonPid: number): number[] {
+  return readdirSync('/proc')
+    .filter((entry) => /^\d+$/.test(entry))
+    .filter((entry) => {
+      try {
+        const argv = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
+        return argv.some((a) => a.endsWith('agent-sentinel.js')) && argv.includes(String(daemonPid));
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+}
+
+it('after kill -9 of the daemon, its sentinel reaps stubborn agents and their grandchildren with no new daemon', async () => {
+  const { daemon, pids, peer } = await daemonWithStubbornAgents();
+  expect(sentinelOf(daemon.proc.pid!)).toHaveLength(1);
+  await kill9(daemon);
   peer.close();
-  expect(all.filter(running)).toHaveLength(4); // orphaned: nothing killed them with the daemon
+  // SIGTERM is ignored, so this is the SIGKILL step: within the reaper's 2 s grace, well under 5 s.
+  await waitFor(() => pids.filter(running).length === 0, 5000, () => `reaped; still running: ${pids.filter(running).join(', ')}`);
+  await waitFor(() => sentinelOf(daemon.proc.pid!).length === 0, 5000, () => 'the sentinel to exit');
+});
+
+it('with the sentinel killed too, the next daemon reaps what the dead one left', async () => {
+  const { daemon, pids, peer } = await daemonWithStubbornAgents();
+  const sentinel = sentinelOf(daemon.proc.pid!);
+  expect(sentinel).toHaveLength(1);
+  strays.push(...sentinel);
+  process.kill(sentinel[0]!, 'SIGKILL');
+  await waitFor(() => !running(sentinel[0]!), 5000, () => 'the sentinel killed');
+  await kill9(daemon);
+  peer.close();
+  expect(pids.filter(running)).toHaveLength(4); // orphaned: nothing killed them with the daemon
 
   const next = await restartDaemon(daemon);
   daemons.splice(0, 1, next);
-  // SIGTERM is ignored, so this is the SIGKILL step: within the reaper's 2 s grace, well under 5 s.
-  await waitFor(() => all.filter(running).length === 0, 5000, () => `reaped; still running: ${all.filter(running).join(', ')}`);
+  await waitFor(() => pids.filter(running).length === 0, 5000, () => `reaped; still running: ${pids.filter(running).join(', ')}`);
   expect(readdirSync(agentGroupsDir(daemon.stateDir))).toEqual([]);
   expect(next.proc.exitCode).toBeNull();
 });

@@ -5,12 +5,17 @@
  * and the next daemon to take the state dir reaps those groups at start: SIGTERM to the group,
  * then SIGKILL to what is left, and the records go.
  *
+ * While a daemon runs, a sentinel process (agent-sentinel.ts) waits on a pipe from it and reaps
+ * its groups the moment it dies, so agents die even when no next daemon is started.
+ *
  * A group is ours only while its leader still has the recorded start time, or, with the leader
  * gone, while members remain (Linux does not reuse a pid still naming a process group). A pid
  * recycled by an unrelated process is never signalled.
  */
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import { processStartTime, type ProcessIdentity } from '../../process-identity.js';
 
@@ -22,6 +27,8 @@ export function agentGroupsDir(stateDir: string): string {
 export const REAP_GRACE_MS = { term: 2000, kill: 2000 } as const;
 
 export class AgentGroups {
+  private sentinel: ChildProcess | undefined;
+
   constructor(
     private readonly dir: string,
     private readonly log: Logger,
@@ -29,6 +36,7 @@ export class AgentGroups {
 
   /** Written before the agent is handed out: a daemon killed a moment later still leaves it. */
   record(leader: ProcessIdentity): void {
+    this.sentinel ??= this.startSentinel();
     try {
       mkdirSync(this.dir, { recursive: true, mode: 0o700 });
       writeFileSync(this.file(leader.pid), JSON.stringify({ ...leader, daemonPid: process.pid }), { mode: 0o600 });
@@ -42,6 +50,22 @@ export class AgentGroups {
     rmSync(this.file(pid), { force: true });
   }
 
+  private startSentinel(): ChildProcess | undefined {
+    const script = fileURLToPath(new URL('./agent-sentinel.js', import.meta.url));
+    try {
+      const sentinel = spawn(process.execPath, [script, this.dir, String(process.pid)], { stdio: ['pipe', 'ignore', 'ignore'], detached: true });
+      sentinel.on('error', (error) => this.log.warn({ err: error }, 'agent sentinel failed: agents are reaped by the next daemon only'));
+      sentinel.stdin.on('error', () => {});
+      // Neither the sentinel nor its pipe keeps the daemon alive; the pipe closes when we exit.
+      sentinel.unref();
+      (sentinel.stdin as unknown as { unref?: () => void }).unref?.();
+      return sentinel;
+    } catch (error) {
+      this.log.warn({ err: error }, 'agent sentinel failed to start: agents are reaped by the next daemon only');
+      return undefined;
+    }
+  }
+
   private file(pid: number): string {
     return join(this.dir, `${pid}.json`);
   }
@@ -51,7 +75,13 @@ export class AgentGroups {
  * Reaps the groups a previous daemon recorded. The records are read at once (before this daemon
  * spawns agents of its own), the signalling happens in the background of the returned promise.
  */
-export function reapAgentGroups(dir: string, log: Logger, grace: { term: number; kill: number } = REAP_GRACE_MS): Promise<number> {
+export function reapAgentGroups(
+  dir: string,
+  log: Logger,
+  grace: { term: number; kill: number } = REAP_GRACE_MS,
+  /** Only that daemon's records (the sentinel's case: a new daemon may already record its own). */
+  ofDaemon?: number,
+): Promise<number> {
   const groups: number[] = [];
   let names: string[] = [];
   try {
@@ -62,6 +92,7 @@ export function reapAgentGroups(dir: string, log: Logger, grace: { term: number;
   for (const name of names) {
     const file = join(dir, name);
     const leader = readRecord(file);
+    if (ofDaemon !== undefined && leader?.daemonPid !== ofDaemon) continue;
     rmSync(file, { force: true });
     if (leader && groupIsOurs(leader)) groups.push(leader.pid);
   }
@@ -77,11 +108,11 @@ export function reapAgentGroups(dir: string, log: Logger, grace: { term: number;
   })();
 }
 
-function readRecord(file: string): ProcessIdentity | undefined {
+function readRecord(file: string): (ProcessIdentity & { daemonPid?: number }) | undefined {
   try {
-    const { pid, startTime } = JSON.parse(readFileSync(file, 'utf8')) as { pid?: unknown; startTime?: unknown };
+    const { pid, startTime, daemonPid } = JSON.parse(readFileSync(file, 'utf8')) as { pid?: unknown; startTime?: unknown; daemonPid?: unknown };
     if (typeof pid !== 'number' || !Number.isSafeInteger(pid) || pid <= 1 || typeof startTime !== 'string') return undefined;
-    return { pid, startTime };
+    return { pid, startTime, ...(typeof daemonPid === 'number' && { daemonPid }) };
   } catch {
     return undefined;
   }
