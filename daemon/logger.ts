@@ -2,9 +2,12 @@
  * The daemon log: pino JSON lines to a file in the state dir, with secrets redacted.
  * A log that cannot be written (full or read-only disk) never takes the daemon down: the fault is
  * reported to `faults` (the daemon turns degraded), lines past a bounded backlog are dropped, and
- * the next line retries the write; the first one that lands clears the fault.
+ * the next line retries the write; the first one that lands clears the fault (see log-file.ts).
+ * The file is not a pino/sonic-boom destination: their exit hooks retry a failing write for ever.
  */
+import { readlinkSync, writeSync } from 'node:fs';
 import { pino, type Logger } from 'pino';
+import { LogFile } from './log-file.js';
 import type { StateFaults } from './store/state-faults.js';
 
 /** Unwritten log bytes kept while the file cannot be written; later lines are dropped. */
@@ -24,24 +27,42 @@ export const REDACT_PATHS = [
 
 export function createLogger(options: { file?: string; level?: string; stderr?: boolean; faults?: StateFaults }): Logger {
   const streams: pino.StreamEntry[] = [];
-  if (options.file) {
-    const file = options.file;
-    const destination = pino.destination({ dest: file, mkdir: true, sync: false, mode: 0o600, maxLength: LOG_BACKLOG_BYTES });
-    let faulted = false;
-    destination.on('error', (error: unknown) => {
-      faulted = true;
-      options.faults?.report(file, error);
-    });
-    destination.on('write', () => {
-      if (!faulted) return;
-      faulted = false;
-      options.faults?.cleared(file);
-    });
-    streams.push({ stream: destination });
-  }
-  if (options.stderr) streams.push({ level: 'warn', stream: pino.destination(2) });
+  if (options.file) streams.push({ stream: new LogFile(options.file, options.faults, LOG_BACKLOG_BYTES) });
+  if (options.stderr) streams.push({ level: 'warn', stream: stderrWriter(options.faults) });
   return pino(
     { level: options.level ?? 'info', base: { pid: process.pid }, redact: { paths: REDACT_PATHS, censor: '[redacted]' } },
     streams.length > 0 ? pino.multistream(streams) : pino.destination({ dest: '/dev/null' }),
   );
+}
+
+/**
+ * Warnings to stderr, written synchronously (few and small). An auto-started daemon's stderr is a
+ * file in the state dir, so its faults count like the log's; a closed or full pipe loses the line.
+ */
+function stderrWriter(faults: StateFaults | undefined): { write(line: string): boolean } {
+  let where: string | undefined;
+  let faulted = false;
+  return {
+    write(line) {
+      try {
+        writeSync(2, line);
+        if (faulted) faults?.cleared((where ??= stderrPath()));
+        faulted = false;
+      } catch (error) {
+        const code = (error as NodeJS.ErrnoException).code;
+        if (code === 'EPIPE' || code === 'EAGAIN') return true;
+        faulted = true;
+        faults?.report((where ??= stderrPath()), error);
+      }
+      return true;
+    },
+  };
+}
+
+function stderrPath(): string {
+  try {
+    return readlinkSync('/proc/self/fd/2');
+  } catch {
+    return 'stderr';
+  }
 }

@@ -5,7 +5,7 @@
  * returns, and corrupts nothing already stored. A state dir it cannot use at start is one line.
  */
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, expect, it } from 'vitest';
@@ -128,4 +128,41 @@ it('a read-only or full state dir at start is one line naming the path and errno
   expect(nospace.stderr.trim().split('\n')).toHaveLength(1);
   expect(nospace.stderr).toContain(`cannot write ${join(full, 'daemon.lock')}: ENOSPC (no space left on device)`);
   expect(existsSync(join(full, 'daemon.lock'))).toBe(false); // no empty lock left to block the next start
+});
+
+it('an auto-started daemon whose stderr is a file on the full disk keeps answering (its warnings cannot be written)', async () => {
+  const disk = injector();
+  const root = makeTempDir('subagentd-faults-stderr-');
+  dirs.push(root);
+  const stateDir = join(root, 'state');
+  mkdirSync(stateDir, { mode: 0o700 });
+  const socket = join(root, 'd.sock');
+  // As client/auto-start.ts does: the daemon's stderr appended to a file in its state dir.
+  const stderrFile = openSync(join(stateDir, 'daemon.stderr.log'), 'a');
+  const proc = spawn(process.execPath, [CLI, 'daemon', '--socket', socket, '--state-dir', stateDir], {
+    stdio: ['ignore', 'ignore', stderrFile],
+    env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '/tmp', ...disk.env },
+  });
+  closeSync(stderrFile);
+  const exited = new Promise((r) => proc.once('exit', r));
+  try {
+    await waitFor(() => existsSync(`${socket}.token`) || proc.exitCode !== null, 10_000, () => 'the daemon to listen');
+    disk.fail(stateDir, 'ENOSPC');
+    const client = await peer(socket); // its log line fails on both the log file and stderr
+    const status = (await client.request('daemon/status', {})).result as Status;
+    expect(status.degraded?.faults.map((f) => f.path)).toEqual(expect.arrayContaining([join(stateDir, 'daemon.log')]));
+    // The degraded warning itself goes to stderr, which fails too: still alive and answering.
+    await waitFor(() => false, 300).catch(() => undefined);
+    expect(((await client.request('daemon/status', {})).result as Status).degraded?.faults.map((f) => f.path)).toContain(join(stateDir, 'daemon.stderr.log'));
+    expect(proc.exitCode).toBeNull();
+    // And it still shuts down on SIGTERM with the disk full (no exit hook retrying a write for ever).
+    proc.kill('SIGTERM');
+    await waitFor(() => proc.exitCode !== null || proc.signalCode !== null, 5000, () => 'the daemon to exit on SIGTERM');
+    expect(proc.exitCode).toBe(0);
+  } finally {
+    proc.kill('SIGTERM');
+    const killer = setTimeout(() => proc.kill('SIGKILL'), 5000);
+    await exited;
+    clearTimeout(killer);
+  }
 });

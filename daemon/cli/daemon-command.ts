@@ -48,6 +48,8 @@ export async function daemonCommand(argv: string[]): Promise<number> {
     stderr: !stdio || process.env['SUBAGENTD_STDERR_LOG'] === '1',
     faults,
   });
+  // Our own stderr lines (below) go to a file for an auto-started daemon: a full disk must not crash us.
+  process.stderr.on('error', (error) => log.warn({ err: error }, 'stderr write failed'));
   if (secrets.warning) log.warn(secrets.warning);
   const providers = [
     ...createBuiltinProviders(settings.config, settings.stateDir, log, { ...process.env, ...secrets.values }),
