@@ -146,7 +146,7 @@ it('an auto-started daemon whose stderr is a file on the full disk keeps answeri
   closeSync(stderrFile);
   const exited = new Promise((r) => proc.once('exit', r));
   try {
-    await waitFor(() => existsSync(`${socket}.token`) || proc.exitCode !== null, 10_000, () => 'the daemon to listen');
+    await waitFor(() => (existsSync(socket) && existsSync(`${socket}.token`)) || proc.exitCode !== null, 10_000, () => 'the daemon to listen');
     disk.fail(stateDir, 'ENOSPC');
     const client = await peer(socket); // its log line fails on both the log file and stderr
     const status = (await client.request('daemon/status', {})).result as Status;
