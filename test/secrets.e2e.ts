@@ -1,7 +1,8 @@
 /**
  * Children cannot read the daemon's secrets: the daemon re-executes itself without its API keys
  * in the environment (daemon/secrets.ts), so `/proc/<daemon pid>/environ` — read here by the test
- * and by a child's shell tool through `$PPID` — holds none, while the model still gets its key.
+ * (as any same-uid process, e.g. an ACP agent, could) and by a child's shell tool — holds none,
+ * while the model still gets its key.
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -55,7 +56,10 @@ it("the daemon's own environment holds no key, and the handover file is gone", (
 
 it("a child's shell tool reading /proc/$PPID/environ finds no key, while the model got its key", async () => {
   await server.beginTest();
-  server.enqueue(shellCall("echo ppid=$PPID; tr '\\0' '\\n' < /proc/$PPID/environ"), textResponse(['done']));
+  // Both ways to name the daemon: $PPID (the shell's parent, when run_shell is not sandboxed in a
+  // pid namespace) and its pid outright. Whatever the shell can see, it must find no key.
+  const pid = daemon.proc.pid!;
+  server.enqueue(shellCall(`echo ppid=$PPID; for p in $PPID ${pid}; do tr '\\0' '\\n' < /proc/$p/environ; done 2>&1`), textResponse(['done']));
   const service = await clients.connect(daemon.socket);
   const run = runs.track(
     await service.start('spawn', {
@@ -67,7 +71,8 @@ it("a child's shell tool reading /proc/$PPID/environ finds no key, while the mod
   expect((await run.result).stopReason).toBe('completed');
   expect(server.requests[0]?.headers.authorization).toBe(`Bearer ${KEYS.TEST_KEY}`);
   const toolOutput = contentText((server.messages(1) as WireMessage[]).find((m) => m.role === 'tool'));
-  expect(toolOutput).toContain(`ppid=${daemon.proc.pid}`); // it read the daemon's environ...
-  expect(toolOutput).toContain('NOT_A_SECRET=kept');
-  for (const key of Object.values(KEYS)) expect(toolOutput).not.toContain(key); // ...and found no key
+  expect(toolOutput).toContain('ppid='); // the command ran
+  // Unsandboxed, it read the daemon's environ; sandboxed, the daemon is invisible. No key either way.
+  if (toolOutput.includes(`ppid=${pid}`)) expect(toolOutput).toContain('NOT_A_SECRET=kept');
+  for (const key of Object.values(KEYS)) expect(toolOutput).not.toContain(key);
 });
