@@ -6,6 +6,7 @@ import type { DaemonConfig } from './config.js';
 import { stateFiles } from './paths.js';
 import type { DaemonProvider } from './provider.js';
 import { createAcpProvider } from './providers/acp/index.js';
+import { AgentGroups, agentGroupsDir } from './providers/acp/agent-groups.js';
 import { createForkProvider, createSpawnProvider, type InProcessProviderOptions } from './providers/in-process/index.js';
 
 export function createBuiltinProviders(
@@ -30,6 +31,7 @@ export function createBuiltinProviders(
     ...(config.personaVars !== undefined && { personaVars: config.personaVars }),
     ...(config.maxSteps !== undefined && { maxSteps: config.maxSteps }),
   };
-  const acp = (config.providers ?? []).map((entry) => createAcpProvider(entry, { log: log.child({ provider: entry.name }) }));
+  const groups = new AgentGroups(agentGroupsDir(stateDir), log);
+  const acp = (config.providers ?? []).map((entry) => createAcpProvider(entry, { log: log.child({ provider: entry.name }), groups }));
   return [createSpawnProvider(inProcess), createForkProvider(inProcess), ...acp];
 }

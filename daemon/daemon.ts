@@ -15,8 +15,11 @@ import { ClientConnection } from './client-connection.js';
 import type { DaemonProvider } from './provider.js';
 import { SubagentService } from './service/subagent-service.js';
 import { DEFAULT_ADMISSION_LIMITS, type AdmissionLimits } from './service/admission-queue.js';
+import { agentGroupsDir, reapAgentGroups } from './providers/acp/agent-groups.js';
 import { acquireStateLock } from './state-lock.js';
+import { startupFailure } from './startup-error.js';
 import { RunIndex } from './store/run-index.js';
+import { StateFaults } from './store/state-faults.js';
 import { pruneSessions } from './store/session-retention.js';
 import { listenUnix } from './transport/unix-socket.js';
 import { listenLoopbackTcp, readPrivateToken } from './transport/loopback-tcp.js';
@@ -54,6 +57,8 @@ export interface DaemonOptions {
   readonly maxOutputBytes?: number;
   /** The config and environment in force, for status (see reload.ts). */
   readonly settingsStatus?: () => NonNullable<StatusResult['config']>;
+  /** Write faults of the state dir; pass the one the daemon log reports to (see state-faults.ts). */
+  readonly faults?: StateFaults;
 }
 
 export interface TcpListenOptions {
@@ -92,12 +97,14 @@ export interface Daemon {
 }
 
 export function createDaemon(options: DaemonOptions): Daemon {
-  mkdirSync(options.stateDir, { recursive: true, mode: 0o700 });
-  // Prompts and tool output live here: keep it ours alone even if it was made looser.
-  if (statSync(options.stateDir).uid === process.getuid?.()) chmodSync(options.stateDir, 0o700);
+  prepareStateDir(options.stateDir);
   const files = stateFiles(options.stateDir);
   const releaseLock = acquireStateLock(files.lock);
-  const log = options.log ?? createLogger({ file: files.log });
+  const faults = options.faults ?? new StateFaults();
+  const log = options.log ?? createLogger({ file: files.log, faults });
+  faults.attach(log);
+  // Only the lock holder reaps: ACP agents a killed predecessor left running (see agent-groups.ts).
+  void reapAgentGroups(agentGroupsDir(options.stateDir), log).catch((error: unknown) => log.error({ err: error }, 'reaping orphaned agents failed'));
   const startedAt = new Date();
   const identity: DaemonIdentity = {
     name: 'subagentd',
@@ -106,7 +113,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
     startedAt: startedAt.toISOString(),
     epoch: randomBytes(12).toString('base64url'),
   };
-  const index = new RunIndex(files.runIndex);
+  const index = new RunIndex(files.runIndex, undefined, undefined, faults);
   if (index.problems.tornTail) log.warn({ file: files.runIndex }, 'run index: torn last line (a crash mid-write) ignored');
   for (const problem of index.problems.corrupt) {
     log.error({ file: files.runIndex, line: problem.line, reason: problem.reason }, 'run index: corrupt line kept aside in a .corrupt copy');
@@ -153,7 +160,12 @@ export function createDaemon(options: DaemonOptions): Daemon {
     admission: admissionStatus(),
     memory: { rss: process.memoryUsage.rss(), heapUsed: process.memoryUsage().heapUsed },
     ...(options.settingsStatus && { config: options.settingsStatus() }),
+    ...degraded(),
   });
+  const degraded = (): Pick<StatusResult, 'degraded'> => {
+    const state = faults.degraded();
+    return state ? { degraded: state } : {};
+  };
 
   const admissionStatus = (): StatusResult['admission'] => {
     const { running, queued, byConnection } = service.admission.stats();
@@ -309,4 +321,15 @@ export function createDaemon(options: DaemonOptions): Daemon {
     },
   };
   return daemon;
+}
+
+/** Made ours alone (prompts and tool output live here); a dir we cannot use is one clear line. */
+function prepareStateDir(dir: string): void {
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    const info = statSync(dir);
+    if (info.uid === process.getuid?.() && (info.mode & 0o777) !== 0o700) chmodSync(dir, 0o700);
+  } catch (error) {
+    throw startupFailure(error, dir);
+  }
 }

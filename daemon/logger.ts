@@ -3,8 +3,18 @@
  * asked for (each multistream entry carries its own level: without one it would drop everything
  * below info whatever the logger's level), and warnings also on stderr when asked. `pid` is in the
  * base of every line, so callers never add it.
+ * A log that cannot be written (full or read-only disk) never takes the daemon down: the fault is
+ * reported to `faults` (the daemon turns degraded), lines past a bounded backlog are dropped, and
+ * the next line retries the write; the first one that lands clears the fault (see log-file.ts).
+ * The file is not a pino/sonic-boom destination: their exit hooks retry a failing write for ever.
  */
+import { readlinkSync, writeSync } from 'node:fs';
 import { pino, type Logger } from 'pino';
+import { LogFile } from './log-file.js';
+import type { StateFaults } from './store/state-faults.js';
+
+/** Unwritten log bytes kept while the file cannot be written; later lines are dropped. */
+const LOG_BACKLOG_BYTES = 4 * 1024 * 1024;
 
 export const REDACT_PATHS = [
   'token',
@@ -18,18 +28,46 @@ export const REDACT_PATHS = [
   '*.env',
 ];
 
-export function createLogger(options: { file?: string; level?: string; stderr?: boolean }): Logger {
+export function createLogger(options: { file?: string; level?: string; stderr?: boolean; faults?: StateFaults }): Logger {
   const level = (options.level ?? 'info') as pino.Level;
   const streams: pino.StreamEntry[] = [];
-  if (options.file) streams.push({ level, stream: pino.destination({ dest: options.file, mkdir: true, sync: false, mode: 0o600 }) });
-  if (options.stderr) {
-    // A closed stderr (a foreground daemon piped into `head`) must not take the daemon down.
-    const stderr = pino.destination(2);
-    stderr.on('error', () => undefined);
-    streams.push({ level: 'warn', stream: stderr });
-  }
+  if (options.file) streams.push({ level, stream: new LogFile(options.file, options.faults, LOG_BACKLOG_BYTES) });
+  // Synchronous, and a closed stderr (a foreground daemon piped into `head`) loses the line only.
+  if (options.stderr) streams.push({ level: 'warn', stream: stderrWriter(options.faults) });
   return pino(
     { level, base: { pid: process.pid }, redact: { paths: REDACT_PATHS, censor: '[redacted]' } },
     streams.length > 0 ? pino.multistream(streams) : pino.destination({ dest: '/dev/null' }),
   );
+}
+
+/**
+ * Warnings to stderr, written synchronously (few and small). An auto-started daemon's stderr is a
+ * file in the state dir, so its faults count like the log's; a closed or full pipe loses the line.
+ */
+function stderrWriter(faults: StateFaults | undefined): { write(line: string): boolean } {
+  let where: string | undefined;
+  let faulted = false;
+  return {
+    write(line) {
+      try {
+        writeSync(2, line);
+        if (faulted) faults?.cleared((where ??= stderrPath()));
+        faulted = false;
+      } catch (error) {
+        const code = (error as NodeJS.ErrnoException).code;
+        if (code === 'EPIPE' || code === 'EAGAIN') return true;
+        faulted = true;
+        faults?.report((where ??= stderrPath()), error);
+      }
+      return true;
+    },
+  };
+}
+
+function stderrPath(): string {
+  try {
+    return readlinkSync('/proc/self/fd/2');
+  } catch {
+    return 'stderr';
+  }
 }

@@ -21,6 +21,7 @@ import type { ModelResolver } from './agent/model/model-adapter.js';
 import { loadConfig, type DaemonConfig } from './config.js';
 import type { DaemonProvider } from './provider.js';
 import { createAcpProvider } from './providers/acp/index.js';
+import { AgentGroups, agentGroupsDir } from './providers/acp/agent-groups.js';
 import type { ProviderRegistry } from './service/provider-registry.js';
 
 /** What status shows of the settings in force (no secrets). */
@@ -62,6 +63,8 @@ export class DaemonSettings {
   private readonly envFile: string;
   private unregisterAcp: Array<() => void> = [];
   private registry: ProviderRegistry | undefined;
+  /** One record of ACP agents' process groups for every provider generation (see agent-groups.ts). */
+  private readonly groups: AgentGroups;
 
   constructor(
     private readonly configPath: string | undefined,
@@ -73,6 +76,7 @@ export class DaemonSettings {
     this.startConfig = config;
     this.config = config;
     this.envFile = envFilePath(stateDir, baseEnv);
+    this.groups = new AgentGroups(agentGroupsDir(stateDir), log);
     this.env = this.readEnv();
     this.resolver = this.makeResolver();
   }
@@ -82,7 +86,7 @@ export class DaemonSettings {
 
   /** The ACP providers of the config in force; with `attach`, kept in step with reloads. */
   acpProviders(): DaemonProvider[] {
-    return (this.config.providers ?? []).map((entry) => createAcpProvider(entry, { log: this.log.child({ provider: entry.name }) }));
+    return (this.config.providers ?? []).map((entry) => createAcpProvider(entry, { log: this.log.child({ provider: entry.name }), groups: this.groups }));
   }
 
   /** Registers the config's ACP providers and re-registers them on every reload. */

@@ -253,6 +253,14 @@ export interface StatusResult {
     /** Changed settings that only a restart applies. */
     readonly restartNeeded: string[];
   };
+  /**
+   * Present while the state dir cannot be written (full or read-only disk): the daemon still
+   * answers, but refuses runs it cannot record. `reason` names each file and its errno.
+   */
+  readonly degraded?: {
+    readonly reason: string;
+    readonly faults: ReadonlyArray<{ readonly path: string; readonly code: string; readonly since: string }>;
+  };
 }
 export const StatusRequest = new RequestType<Record<string, never>, StatusResult, SubagentErrorData>('daemon/status');
 

@@ -305,6 +305,10 @@ export const clientInboundSchemas = {
       runs: { type: 'object', additionalProperties: count },
       providers: arr(nonEmpty(128), 1024),
       shuttingDown: { type: 'boolean' },
+      degraded: obj(
+        { reason: str(), faults: arr(obj({ path: str(), code: nonEmpty(64), since: str() }, ['path', 'code', 'since']), 1024) },
+        ['reason', 'faults'],
+      ),
     },
     ['daemon', 'protocolVersion', 'uptimeMs', 'stateDir', 'connections', 'runs', 'providers', 'shuttingDown'],
     true,

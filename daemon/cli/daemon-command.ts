@@ -9,28 +9,50 @@ import { createLogger } from '../logger.js';
 import { stateFiles } from '../paths.js';
 import { installProcessGuards } from '../process-guards.js';
 import { loadProviderModules } from '../provider-modules.js';
+import { secretNames, takeSecrets } from '../secrets.js';
+import { startupFailure } from '../startup-error.js';
+import { StateFaults } from '../store/state-faults.js';
 import { commonSettings, DAEMON_FLAGS, LOG_LEVELS, parse } from './options.js';
 
 export async function daemonCommand(argv: string[]): Promise<number> {
   const { values } = parse(argv, DAEMON_FLAGS);
   const shared = commonSettings(values);
   const stdio = values['stdio'] === true;
+  try {
+    mkdirSync(shared.stateDir, { recursive: true, mode: 0o700 });
+  } catch (error) {
+    throw startupFailure(error, shared.stateDir);
+  }
+  // First, before anything is opened or spawned: this may re-execute the process without them.
+  const secrets = takeSecrets(secretNames(shared.config), shared.stateDir);
   // A private stdio daemon with no state dir of its own must not contend for the shared
   // daemon's: it gets a scratch one under it, removed when it exits.
   const explicitState = values['state-dir'] !== undefined || process.env['SUBAGENTD_HOME'] || shared.config.stateDir;
   const scratch = stdio && !explicitState ? privateStateDir(shared.stateDir) : undefined;
   const settings = scratch ? { ...shared, stateDir: scratch } : shared;
-  mkdirSync(settings.stateDir, { recursive: true, mode: 0o700 });
+  try {
+    mkdirSync(settings.stateDir, { recursive: true, mode: 0o700 });
+  } catch (error) {
+    throw startupFailure(error, settings.stateDir);
+  }
   const level = (values['log-level'] as string | undefined) ?? process.env['SUBAGENTD_LOG_LEVEL'] ?? 'info';
   if (!(LOG_LEVELS as readonly string[]).includes(level)) throw new ConfigError(`--log-level must be one of ${LOG_LEVELS.join(', ')}, got "${level}"`);
+  // One record of the state dir's write faults, fed by the log and the run index alike.
+  const faults = new StateFaults();
   const log = createLogger({
     file: stateFiles(settings.stateDir).log,
     level,
     stderr: !stdio || process.env['SUBAGENTD_STDERR_LOG'] === '1',
+    faults,
   });
+  // Our own stderr lines (below) go to a file for an auto-started daemon: a full disk must not crash us.
+  process.stderr.on('error', (error) => log.warn({ err: error }, 'stderr write failed'));
+  if (secrets.warning) log.warn(secrets.warning);
+  // The secrets taken out of the environment above are the model's, on every (re)load.
+  const env = { ...process.env, ...secrets.values };
   // Reloadable: the model settings and ACP providers follow `subagentd reload` / SIGHUP.
-  const reloadable = new DaemonSettings(settings.configPath, settings.config, settings.stateDir, process.env, log);
-  const [spawnProvider, forkProvider] = createBuiltinProviders({ ...settings.config, providers: [] }, settings.stateDir, log, process.env, reloadable.resolveModel);
+  const reloadable = new DaemonSettings(settings.configPath, settings.config, settings.stateDir, env, log);
+  const [spawnProvider, forkProvider] = createBuiltinProviders({ ...settings.config, providers: [] }, settings.stateDir, log, env, reloadable.resolveModel);
   const providers = [
     spawnProvider!,
     forkProvider!,
@@ -40,6 +62,7 @@ export async function daemonCommand(argv: string[]): Promise<number> {
     stateDir: settings.stateDir,
     providers,
     log,
+    faults,
     requireToken: settings.config.requireToken ?? true,
     ...(settings.config.detachGraceMs !== undefined && { detachGraceMs: settings.config.detachGraceMs }),
     ...(settings.config.sessionRetentionDays !== undefined && { sessionRetentionDays: settings.config.sessionRetentionDays }),
@@ -117,6 +140,10 @@ function positiveInt(value: string | boolean | undefined, flag: string): number 
 
 function privateStateDir(sharedStateDir: string): string {
   const parent = join(sharedStateDir, 'private');
-  mkdirSync(parent, { recursive: true, mode: 0o700 });
-  return mkdtempSync(join(parent, 'stdio-'));
+  try {
+    mkdirSync(parent, { recursive: true, mode: 0o700 });
+    return mkdtempSync(join(parent, 'stdio-'));
+  } catch (error) {
+    throw startupFailure(error, parent);
+  }
 }

@@ -230,6 +230,7 @@ export class SubagentService {
     let run: DaemonRun;
     let release: Release | undefined;
     try {
+      this.index?.assertRecordable(); // a run the index cannot hold would be lost at a restart
       release = await this.admission.acquire(owner.id, abort.signal);
       run = await provider.start(toProviderRequest(params, depth, abort.signal, host));
     } catch (error) {

@@ -9,9 +9,27 @@
  * current turn's later changes (a run then reads as interrupted); a power cut may lose the tail,
  * which the reader tolerates as a torn line. At open the log is compacted to one line per run, dropping disposed runs past
  * retention.
+ *
+ * A failed write (ENOSPC, EROFS, EIO...) never throws at a caller and never leaves a torn line:
+ * the file is cut back to its last whole line, the unwritten records stay queued (one per run,
+ * the latest) and are retried on the next change and every few seconds; the fault is reported to
+ * `StateFaults` until a retry succeeds. While faulted, `assertRecordable` refuses new runs.
+ * At open, a compaction that cannot be written keeps the file as it is (it stays readable).
  */
-import { closeSync, copyFileSync, existsSync, openSync, readFileSync, renameSync, writeFileSync, writeSync } from 'node:fs';
-import { DEFAULT_MAX_STORED_OUTPUT_BYTES, capBlocks, truncationNote, type RunState, type SubagentResult, type ToolFilter } from '../../protocol/index.js';
+import { closeSync, copyFileSync, existsSync, fstatSync, ftruncateSync, openSync, readFileSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import {
+  DEFAULT_MAX_STORED_OUTPUT_BYTES,
+  SubagentError,
+  capBlocks,
+  truncationNote,
+  type RunState,
+  type SubagentResult,
+  type ToolFilter,
+} from '../../protocol/index.js';
+import { describeWriteFault, StateFaults } from './state-faults.js';
+
+/** While faulted, how often queued records are retried without a new change to carry them. */
+const RETRY_MS = 2000;
 
 /** `checkpointed`: stopped at a drain's timeout, to be continued by the next daemon. */
 export type IndexedState = RunState | 'checkpointed';
@@ -43,7 +61,12 @@ export interface IndexProblems {
 export class RunIndex {
   private readonly runs = new Map<string, IndexedRun>();
   private fd: number | undefined;
-  private pending: string[] = [];
+  /** Records not yet written, latest per run (last line wins, so older ones need not be). */
+  private pending = new Map<string, IndexedRun>();
+  /** Bytes of whole lines in the file: a failed append is cut back to this. */
+  private size = 0;
+  private fault: unknown;
+  private retry: NodeJS.Timeout | undefined;
   readonly problems: IndexProblems;
 
   constructor(
@@ -51,12 +74,22 @@ export class RunIndex {
     private readonly retainDisposed = 10_000,
     /** The most output one record keeps: a record is a line rewritten on every change, and held in memory. */
     private readonly maxStoredOutputBytes = DEFAULT_MAX_STORED_OUTPUT_BYTES,
+    private readonly faults = new StateFaults(),
   ) {
     this.problems = this.load();
-    // Keep the evidence: compaction would otherwise drop the unreadable lines for good.
-    if (this.problems.corrupt.length > 0) copyFileSync(path, `${path}.corrupt-${Date.now()}`);
-    this.compact();
-    this.fd = openSync(path, 'a', 0o600);
+    try {
+      // Keep the evidence: compaction would otherwise drop the unreadable lines for good.
+      if (this.problems.corrupt.length > 0) copyFileSync(path, `${path}.corrupt-${Date.now()}`);
+      this.compact();
+    } catch (error) {
+      this.faulted(error); // the old file stays as it was: still whole, just not compacted
+    }
+    try {
+      this.fd = openSync(path, 'a', 0o600);
+      this.size = fstatSync(this.fd).size;
+    } catch (error) {
+      this.faulted(error); // opened by the first retry that succeeds
+    }
   }
 
   get(runId: string): IndexedRun | undefined {
@@ -70,19 +103,48 @@ export class RunIndex {
   /** `now`: written before returning (a run's first record: its owner is about to hold its token). */
   put(given: IndexedRun, now = false): void {
     const run = given.result ? { ...given, result: storedResult(given.result, this.maxStoredOutputBytes) } : given;
+    if (this.closed) return void this.runs.set(run.runId, run);
     this.runs.set(run.runId, run);
-    if (this.fd === undefined) return;
-    if (this.pending.length === 0 && !now) setImmediate(() => this.flush());
-    this.pending.push(`${JSON.stringify(run)}\n`);
+    if (this.pending.size === 0 && !now) setImmediate(() => this.flush());
+    this.pending.delete(run.runId); // re-inserted last: the newest record is written last
+    this.pending.set(run.runId, run);
     if (now) this.flush();
   }
 
-  /** Writes the batched lines now. */
+  /** Writes the queued records now; a failure is kept (see the header), never thrown. */
   flush(): void {
-    if (this.fd === undefined || this.pending.length === 0) return;
-    const lines = this.pending.join('');
-    this.pending = [];
-    writeSync(this.fd, lines);
+    if (this.closed || this.pending.size === 0) return;
+    const lines = [...this.pending.values()].map((run) => `${JSON.stringify(run)}\n`).join('');
+    try {
+      this.fd ??= openSync(this.path, 'a', 0o600);
+      writeSync(this.fd, lines);
+      this.size += Buffer.byteLength(lines);
+      this.pending.clear();
+      if (this.fault !== undefined) {
+        this.fault = undefined;
+        this.faults.cleared(this.path);
+      }
+    } catch (error) {
+      if (this.fd !== undefined) {
+        try {
+          ftruncateSync(this.fd, this.size); // drop a partly written line; needs no space
+        } catch {
+          // the next successful load reads a torn line as torn; nothing else is lost
+        }
+      }
+      this.faulted(error);
+    }
+  }
+
+  /**
+   * Refuses a new run while the index cannot be written: a run nobody can find after a restart
+   * is lost work. Retries the queued records first, so a freed disk is noticed at once.
+   */
+  assertRecordable(): void {
+    if (this.fault === undefined) return;
+    this.retryWrite();
+    if (this.fault === undefined) return;
+    throw new SubagentError('START_FAILED', `the daemon cannot record new runs: ${describeWriteFault(this.path, this.fault)}`);
   }
 
   update(runId: string, change: Partial<IndexedRun>): IndexedRun | undefined {
@@ -95,8 +157,46 @@ export class RunIndex {
 
   close(): void {
     this.flush();
+    clearInterval(this.retry);
     if (this.fd !== undefined) closeSync(this.fd);
     this.fd = undefined;
+    this.closed = true;
+  }
+
+  private closed = false;
+
+  private faulted(error: unknown): void {
+    this.fault ??= error;
+    this.faults.report(this.path, error);
+    if (this.retry) return;
+    this.retry = setInterval(() => {
+      if (this.fault === undefined || this.closed) {
+        clearInterval(this.retry);
+        this.retry = undefined;
+        return;
+      }
+      this.retryWrite();
+    }, RETRY_MS);
+    this.retry.unref();
+  }
+
+  /**
+   * Queued records are retried as an append. With nothing queued (the open or the compaction
+   * failed) only a real write proves the file writable again: the compaction is retried.
+   */
+  private retryWrite(): void {
+    if (this.pending.size > 0) return this.flush();
+    try {
+      this.compact();
+      if (this.fd !== undefined) closeSync(this.fd); // the rename replaced the file it pointed at
+      this.fd = undefined;
+      this.fd = openSync(this.path, 'a', 0o600);
+      this.size = fstatSync(this.fd).size;
+      this.fault = undefined;
+      this.faults.cleared(this.path);
+    } catch (error) {
+      this.fault = error;
+    }
   }
 
   private load(): IndexProblems {
@@ -123,8 +223,13 @@ export class RunIndex {
     const disposed = [...this.runs.values()].filter((r) => r.state === 'disposed');
     for (const run of disposed.slice(0, Math.max(0, disposed.length - this.retainDisposed))) this.runs.delete(run.runId);
     const temp = `${this.path}.${process.pid}.tmp`;
-    writeFileSync(temp, [...this.runs.values()].map((r) => `${JSON.stringify(r)}\n`).join(''), { mode: 0o600 });
-    renameSync(temp, this.path);
+    try {
+      writeFileSync(temp, [...this.runs.values()].map((r) => `${JSON.stringify(r)}\n`).join(''), { mode: 0o600 });
+      renameSync(temp, this.path);
+    } catch (error) {
+      rmSync(temp, { force: true });
+      throw error;
+    }
   }
 }
 

@@ -2,12 +2,27 @@
  * A child's append-only session log: a header and events, kept in memory and mirrored to
  * `${dir}/${id}.jsonl` (header line, then one event per line). Appends are queued in order and
  * written as they happen; `flush()` waits for them and fsyncs, which the loop does at every turn
- * end. A write failure is kept and re-thrown by the next flush: the log cannot silently diverge
- * from its file.
+ * end. A write failure (full or read-only disk) is kept and re-thrown by the next flush as a
+ * `SessionWriteError` naming the file and errno: the log cannot silently diverge from its file.
+ * After a failure nothing more is written and a partly written line is cut off, so what the file
+ * already holds stays whole and readable.
  */
 import { mkdir, open, rm, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { SessionEvent, SessionHeader } from '../../../protocol/index.js';
+import { describeWriteFault, errnoOf } from '../../store/state-faults.js';
+
+export class SessionWriteError extends Error {
+  override readonly name = 'SessionWriteError';
+  readonly code: string;
+  constructor(
+    readonly path: string,
+    cause: unknown,
+  ) {
+    super(`session log ${describeWriteFault(path, cause)}`, { cause });
+    this.code = errnoOf(cause);
+  }
+}
 
 export function sessionFilePath(dir: string, id: string): string {
   return join(dir, `${id}.jsonl`);
@@ -19,6 +34,8 @@ export class SessionLog {
   private handle: Promise<FileHandle> | undefined;
   private writing: Promise<void> = Promise.resolve();
   private failure: unknown;
+  /** Bytes of whole lines in the file (undefined until known): a failed append is cut back to it. */
+  private size: number | undefined;
 
   private constructor(
     readonly path: string,
@@ -30,6 +47,11 @@ export class SessionLog {
     this.handle = handle ? Promise.resolve(handle) : undefined;
   }
 
+  private setSize(bytes: number): this {
+    this.size = bytes;
+    return this;
+  }
+
   /** Continues a log already on disk (a child restored by a later daemon); appends reopen it. */
   static reopen(path: string, header: SessionHeader, events: SessionEvent[]): SessionLog {
     return new SessionLog(path, header, events, undefined);
@@ -37,19 +59,24 @@ export class SessionLog {
 
   /** Creates the file (never overwriting one) with the header and the seed, and syncs it. */
   static async create(dir: string, header: SessionHeader, seed: readonly SessionEvent[] = []): Promise<SessionLog> {
-    await mkdir(dir, { recursive: true, mode: 0o700 });
     const path = sessionFilePath(dir, header.id);
-    const handle = await open(path, 'ax', 0o600);
+    let handle: FileHandle;
+    try {
+      await mkdir(dir, { recursive: true, mode: 0o700 });
+      handle = await open(path, 'ax', 0o600);
+    } catch (error) {
+      throw new SessionWriteError(path, error);
+    }
     try {
       const events = seed.map((event) => stamp(structuredClone(event)));
       const lines = [header, ...events].map((entry) => `${JSON.stringify(entry)}\n`).join('');
       await handle.write(lines);
       await handle.sync();
-      return new SessionLog(path, header, events, handle);
+      return new SessionLog(path, header, events, handle).setSize(Buffer.byteLength(lines));
     } catch (error) {
       await handle.close().catch(() => undefined);
       await rm(path, { force: true });
-      throw error;
+      throw new SessionWriteError(path, error);
     }
   }
 
@@ -66,10 +93,16 @@ export class SessionLog {
     const line = `${JSON.stringify(stored)}\n`;
     this.writing = this.writing
       .then(async () => {
-        await (await handle).write(line);
+        if (this.failure !== undefined) return; // the file stays as it was at the first failure
+        const opened = await handle;
+        this.size ??= (await opened.stat()).size;
+        await opened.write(line);
+        this.size += Buffer.byteLength(line);
       })
-      .catch((error: unknown) => {
-        this.failure ??= error;
+      .catch(async (error: unknown) => {
+        this.failure ??= new SessionWriteError(this.path, error);
+        if (this.size === undefined) return;
+        await handle.then((opened) => opened.truncate(this.size)).catch(() => undefined);
       });
     return stored;
   }
@@ -78,7 +111,13 @@ export class SessionLog {
   async flush(): Promise<void> {
     await this.writing;
     if (this.failure !== undefined) throw this.failure;
-    if (this.handle) await (await this.handle).sync();
+    if (this.handle) {
+      try {
+        await (await this.handle).sync();
+      } catch (error) {
+        throw (this.failure = new SessionWriteError(this.path, error));
+      }
+    }
   }
 
   /** Flushes and releases the file handle; a later append reopens it. */
@@ -86,8 +125,11 @@ export class SessionLog {
     const handle = this.handle;
     this.handle = undefined;
     await this.writing;
-    if (!handle) return;
-    const opened = await handle;
+    const opened = await handle?.catch(() => undefined); // an open that failed is already this.failure
+    if (!opened) {
+      if (this.failure !== undefined) throw this.failure;
+      return;
+    }
     try {
       if (this.failure === undefined) await opened.sync();
     } finally {

@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import { SubagentError } from '../../../protocol/index.js';
 import type { DaemonProvider, ProviderStartRequest } from '../../provider.js';
 import type { AcpRun } from './acp-run.js';
+import type { AgentGroups } from './agent-groups.js';
 import { resolveAcpConfig, type AcpProviderConfig } from './config.js';
 import { compileStructuredOutput } from './structured-output.js';
 
@@ -22,6 +23,8 @@ const loadAcpRuntime = () =>
 
 export interface AcpProviderDeps {
   readonly log: Logger;
+  /** Records each agent's process group so a later daemon can reap it (see agent-groups.ts). */
+  readonly groups?: AgentGroups;
 }
 
 export function createAcpProvider(config: AcpProviderConfig, deps: AcpProviderDeps): DaemonProvider {
@@ -50,7 +53,7 @@ export function createAcpProvider(config: AcpProviderConfig, deps: AcpProviderDe
       const structured = request.outputSchema ? compileStructuredOutput(request.outputSchema) : undefined;
       const log = deps.log.child({ provider: resolved.name, runId: request.host.runId });
       const { AcpSession, AcpRun } = await loadAcpRuntime();
-      const session = await AcpSession.open(resolved, request, log);
+      const session = await AcpSession.open(resolved, request, log, deps.groups);
       return AcpRun.begin(session, request.prompt, request.signal, structured, resolved.initializeTimeoutMs);
     },
   };

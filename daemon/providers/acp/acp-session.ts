@@ -13,6 +13,7 @@ import type { Logger } from 'pino';
 import { SubagentError, type ContentBlock } from '../../../protocol/index.js';
 import type { ProviderStartRequest, RunHost } from '../../provider.js';
 import { readInitializeAnswer, readNewSessionAnswer, readPromptAnswer } from './acp-responses.js';
+import type { AgentGroups } from './agent-groups.js';
 import { AgentProcess } from './agent-process.js';
 import { buildChildEnv, resolveCommand } from './child-env.js';
 import { buildClientApp } from './client-requests.js';
@@ -102,7 +103,7 @@ export class AcpSession {
    * killed and reaped before this rejects: START_FAILED, ABORTED, or INVALID_REQUEST (an image
    * prompt for an agent without image support).
    */
-  static async open(config: ResolvedAcpConfig, request: ProviderStartRequest, log: Logger): Promise<AcpSession> {
+  static async open(config: ResolvedAcpConfig, request: ProviderStartRequest, log: Logger, groups?: AgentGroups): Promise<AcpSession> {
     const { signal } = request;
     if (signal.aborted) throw new SubagentError('ABORTED', 'start was cancelled before the agent was spawned');
     const parentCwd = request.parent.cwd;
@@ -134,6 +135,7 @@ export class AcpSession {
         cwd,
         env: buildChildEnv(process.env, config.env, request.env),
         log,
+        ...(groups && { groups }),
       });
     } catch (error) {
       throw startFailed(`could not spawn agent ${JSON.stringify(command)}: ${message(error)}`);

@@ -5,6 +5,8 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { once } from 'node:events';
 import type { Logger } from 'pino';
+import { identify } from '../../process-identity.js';
+import type { AgentGroups } from './agent-groups.js';
 import { ByteRing } from './byte-ring.js';
 import { STDERR_TAIL_BYTES } from './diagnostic.js';
 import { within } from './within.js';
@@ -20,6 +22,8 @@ export interface SpawnOptions {
   readonly cwd: string;
   readonly env: Record<string, string>;
   readonly log: Logger;
+  /** Where the agent's process group is recorded until it is reaped (see agent-groups.ts). */
+  readonly groups?: AgentGroups;
 }
 
 export interface KillLadder {
@@ -49,6 +53,7 @@ export class AgentProcess {
   private constructor(
     private readonly child: ChildProcessWithoutNullStreams,
     private readonly log: Logger,
+    private readonly groups: AgentGroups | undefined,
   ) {
     if (child.pid === undefined) throw new Error('spawned process has no pid');
     this.pid = child.pid;
@@ -94,7 +99,9 @@ export class AgentProcess {
       child.once('error', onError);
       child.once('spawn', onSpawn);
     });
-    return new AgentProcess(child, options.log);
+    // Recorded before anyone can use it: a daemon killed from here on leaves a record to reap.
+    if (child.pid !== undefined) options.groups?.record(identify(child.pid));
+    return new AgentProcess(child, options.log, options.groups);
   }
 
   get stdin(): ChildProcessWithoutNullStreams['stdin'] {
@@ -155,6 +162,7 @@ export class AgentProcess {
     await this.exited;
     // Tool subprocesses the agent left in its group would otherwise outlive it.
     this.signal('SIGKILL');
+    this.groups?.forget(this.pid);
     this.child.stdin.destroy();
     // Read what the agent wrote before dying (its last words on stderr), then let go of the
     // pipes even if a stray process still holds their other ends.

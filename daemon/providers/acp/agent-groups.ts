@@ -1,0 +1,168 @@
+/**
+ * ACP agents cannot outlive the daemon. Each agent runs as the leader of its own process group;
+ * while it lives, a record of the group (leader pid + start time) sits in `<state dir>/agents/`.
+ * A daemon that dies without running the kill ladder (kill -9, OOM) leaves the records behind,
+ * and the next daemon to take the state dir reaps those groups at start: SIGTERM to the group,
+ * then SIGKILL to what is left, and the records go.
+ *
+ * While a daemon runs, a sentinel process (agent-sentinel.ts) waits on a pipe from it and reaps
+ * its groups the moment it dies, so agents die even when no next daemon is started.
+ *
+ * A group is ours only while its leader still has the recorded start time, or, with the leader
+ * gone, while members remain (Linux does not reuse a pid still naming a process group). A pid
+ * recycled by an unrelated process is never signalled.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Logger } from 'pino';
+import { processStartTime, type ProcessIdentity } from '../../process-identity.js';
+
+export function agentGroupsDir(stateDir: string): string {
+  return join(stateDir, 'agents');
+}
+
+/** How long the reaper waits for a group after SIGTERM, then after SIGKILL. */
+export const REAP_GRACE_MS = { term: 2000, kill: 2000 } as const;
+
+export class AgentGroups {
+  private sentinel: ChildProcess | undefined;
+
+  constructor(
+    private readonly dir: string,
+    private readonly log: Logger,
+  ) {}
+
+  /** Written before the agent is handed out: a daemon killed a moment later still leaves it. */
+  record(leader: ProcessIdentity): void {
+    this.sentinel ??= this.startSentinel();
+    try {
+      mkdirSync(this.dir, { recursive: true, mode: 0o700 });
+      writeFileSync(this.file(leader.pid), JSON.stringify({ ...leader, daemonPid: process.pid }), { mode: 0o600 });
+    } catch (error) {
+      this.log.warn({ err: error, pid: leader.pid }, 'could not record the agent process group: a daemon crash would leave it running');
+    }
+  }
+
+  /** The group has been killed and its leader reaped. */
+  forget(pid: number): void {
+    rmSync(this.file(pid), { force: true });
+  }
+
+  private startSentinel(): ChildProcess | undefined {
+    const script = fileURLToPath(new URL('./agent-sentinel.js', import.meta.url));
+    try {
+      const sentinel = spawn(process.execPath, [script, this.dir, String(process.pid)], { stdio: ['pipe', 'ignore', 'ignore'], detached: true });
+      sentinel.on('error', (error) => this.log.warn({ err: error }, 'agent sentinel failed: agents are reaped by the next daemon only'));
+      sentinel.stdin.on('error', () => {});
+      // Neither the sentinel nor its pipe keeps the daemon alive; the pipe closes when we exit.
+      sentinel.unref();
+      (sentinel.stdin as unknown as { unref?: () => void }).unref?.();
+      return sentinel;
+    } catch (error) {
+      this.log.warn({ err: error }, 'agent sentinel failed to start: agents are reaped by the next daemon only');
+      return undefined;
+    }
+  }
+
+  private file(pid: number): string {
+    return join(this.dir, `${pid}.json`);
+  }
+}
+
+/**
+ * Reaps the groups a previous daemon recorded. The records are read at once (before this daemon
+ * spawns agents of its own), the signalling happens in the background of the returned promise.
+ */
+export function reapAgentGroups(
+  dir: string,
+  log: Logger,
+  grace: { term: number; kill: number } = REAP_GRACE_MS,
+  /** Only that daemon's records (the sentinel's case: a new daemon may already record its own). */
+  ofDaemon?: number,
+): Promise<number> {
+  const groups: number[] = [];
+  let names: string[] = [];
+  try {
+    names = readdirSync(dir).filter((name) => name.endsWith('.json'));
+  } catch {
+    return Promise.resolve(0); // no agents were ever recorded
+  }
+  for (const name of names) {
+    const file = join(dir, name);
+    const leader = readRecord(file);
+    if (ofDaemon !== undefined && leader?.daemonPid !== ofDaemon) continue;
+    rmSync(file, { force: true });
+    if (leader && groupIsOurs(leader)) groups.push(leader.pid);
+  }
+  if (groups.length === 0) return Promise.resolve(0);
+  log.warn({ groups }, "reaping ACP agent process groups left by a previous daemon's death");
+  return (async () => {
+    signalGroups(groups, 'SIGTERM');
+    if (!(await allGone(groups, grace.term))) {
+      signalGroups(groups, 'SIGKILL');
+      if (!(await allGone(groups, grace.kill))) log.error({ groups: groups.filter((g) => groupMembers(g).length > 0) }, 'agent groups survived SIGKILL');
+    }
+    return groups.length;
+  })();
+}
+
+function readRecord(file: string): (ProcessIdentity & { daemonPid?: number }) | undefined {
+  try {
+    const { pid, startTime, daemonPid } = JSON.parse(readFileSync(file, 'utf8')) as { pid?: unknown; startTime?: unknown; daemonPid?: unknown };
+    if (typeof pid !== 'number' || !Number.isSafeInteger(pid) || pid <= 1 || typeof startTime !== 'string') return undefined;
+    return { pid, startTime, ...(typeof daemonPid === 'number' && { daemonPid }) };
+  } catch {
+    return undefined;
+  }
+}
+
+function groupIsOurs(leader: ProcessIdentity): boolean {
+  const started = processStartTime(leader.pid);
+  if (started !== undefined) return started === leader.startTime && groupMembers(leader.pid).length > 0;
+  return groupMembers(leader.pid).length > 0;
+}
+
+/** Live (not zombie) processes whose process group is `pgid`, from /proc. */
+export function groupMembers(pgid: number): number[] {
+  const members: number[] = [];
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return members;
+  }
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+    } catch {
+      continue; // exited meanwhile
+    }
+    // After the parenthesised command: state (field 3), ppid, pgrp (field 5).
+    const [state, , pgrp] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    if (Number(pgrp) === pgid && state !== 'Z' && state !== 'X') members.push(Number(entry));
+  }
+  return members;
+}
+
+function signalGroups(groups: readonly number[], signal: NodeJS.Signals): void {
+  for (const pgid of groups) {
+    try {
+      process.kill(-pgid, signal);
+    } catch {
+      // already gone
+    }
+  }
+}
+
+async function allGone(groups: readonly number[], withinMs: number): Promise<boolean> {
+  // Not our children: nothing to wait on but /proc. Bounded polling.
+  for (let waited = 0; ; waited += 50) {
+    if (groups.every((g) => groupMembers(g).length === 0)) return true;
+    if (waited >= withinMs) return false;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
