@@ -14,6 +14,8 @@ import { createToken, tokenPathFor, writeTokenFile } from './auth-token.js';
 import { ClientConnection } from './client-connection.js';
 import type { DaemonProvider } from './provider.js';
 import { SubagentService } from './service/subagent-service.js';
+import { ContinuableChildren } from './service/children.js';
+import { ChildIndex } from './store/child-index.js';
 import { DEFAULT_ADMISSION_LIMITS, type AdmissionLimits } from './service/admission-queue.js';
 import { acquireStateLock } from './state-lock.js';
 import { RunIndex } from './store/run-index.js';
@@ -69,6 +71,7 @@ export const DEFAULT_MAX_UNSENT_BYTES = 16 * 1024 * 1024;
 
 export interface Daemon {
   readonly service: SubagentService;
+  readonly children: ContinuableChildren;
   readonly identity: DaemonIdentity;
   readonly log: Logger;
   /** Listen on a unix socket; writes the token file beside it. */
@@ -116,6 +119,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
     ...(options.detachGraceMs !== undefined && { detachGraceMs: options.detachGraceMs }),
     ...(options.maxOutputBytes !== undefined && { maxOutputBytes: options.maxOutputBytes }),
   });
+  const children = new ContinuableChildren(service, new ChildIndex(files.children), log);
   for (const run of service.markInterrupted()) log.warn({ runId: run.runId, deadPid: run.daemonPid }, 'run interrupted by a previous daemon\'s death');
   const limits: FrameLimits = { ...DEFAULT_FRAME_LIMITS, ...options.frameLimits };
   const connections = new Set<ClientConnection>();
@@ -132,6 +136,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
   // Before anyone can attach: a checkpointed run must already be live under its id when its owner asks.
   const continuing = service.continueCheckpointed().then((continued) => {
     if (continued.length > 0) log.info({ runs: continued }, 'continuing children checkpointed by the previous daemon');
+    children.adoptLiveTurns();
   });
   const retentionMs = (options.sessionRetentionDays ?? 14) * 86_400_000;
   pruneSessions(files.sessions, retentionMs, log);
@@ -180,6 +185,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
       output,
       {
         service,
+        children,
         identity,
         limits,
         token: connectionToken,
@@ -215,6 +221,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
 
   const daemon: Daemon = {
     service,
+    children,
     identity,
     log,
     whenClosed,
@@ -291,6 +298,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
       closing ??= (async () => {
         log.info({ drain, timeoutMs }, 'daemon shutting down');
         await service.shutdown(drain, timeoutMs);
+        children.close();
         // Stop accepting first; a listener finishes closing only once its connections are gone.
         const stopped = listeners.map((listener) => listener.close());
         await Promise.allSettled([...connections].map((c) => c.close('daemon shut down')));

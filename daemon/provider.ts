@@ -7,6 +7,7 @@
 import type { Logger } from 'pino';
 import type {
   ContentBlock,
+  InterruptLevel,
   SubagentResult,
   SubagentRun,
   ToolFilter,
@@ -55,6 +56,8 @@ export interface ProviderStartRequest extends SubagentStartRequestBase {
  */
 export interface DaemonRun extends Omit<SubagentRun, 'resume'> {
   resume?(content: ContentBlock[], options?: { signal?: AbortSignal }): Promise<DaemonRun>;
+  /** Optional: stop at a step boundary (`after-step`); without it every interrupt is `now`. */
+  interrupt?(level: InterruptLevel): void;
 }
 
 /** What a later daemon knows of a child it did not run: from the run index. */

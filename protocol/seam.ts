@@ -196,6 +196,8 @@ export type InterruptLevel = 'after-step' | 'now';
 /** The one message a parent gets when a background child settles. */
 export interface ChildSettledNotice {
   readonly childId: string;
+  /** The parent the child belongs to (added compatibly: lets one listener serve several parents). */
+  readonly parentId?: string;
   readonly label?: string;
   readonly stopReason: SubagentStopReason;
   /** "<label> finished|was stopped|ran out of room|declined|failed…", then its closing message or

@@ -14,6 +14,7 @@ import {
   type ContentBlock,
   type EndParams,
   type InspectResult,
+  type InterruptLevel,
   type PermissionParams,
   type PermissionResult,
   type RunEvent,
@@ -43,6 +44,8 @@ import { pageOfRuns, type ListedRun } from './run-listing.js';
 export interface RunOwner {
   readonly id: string;
   readonly open: boolean;
+  /** Its runs stay resumable in the run index across a daemon shutdown (continuable children). */
+  readonly durable?: boolean;
   notifyStart(event: SubagentStartEvent): void;
   notifyEnd(event: EndParams): void;
   notifyRunEvent(event: RunEventParams): void;
@@ -373,9 +376,12 @@ export class SubagentService {
     return record;
   }
 
-  cancel(runId: string, owner: RunOwner): void {
+  /** `after-step` needs the provider's `interrupt`; without it the run stops `now`. */
+  cancel(runId: string, owner: RunOwner, level: InterruptLevel = 'now'): void {
     const record = this.owned(runId, owner);
-    if (record.state === 'running') record.abort.abort(new SubagentError('ABORTED', 'the run was cancelled'));
+    if (record.state !== 'running') return;
+    if (level === 'after-step' && record.run?.interrupt) record.run.interrupt('after-step');
+    else record.abort.abort(new SubagentError('ABORTED', 'the run was cancelled'));
   }
 
   dispose(runId: string, owner: RunOwner): Promise<void> {
@@ -394,7 +400,8 @@ export class SubagentService {
         record.state = 'disposed';
         // A disposed child's session stays on disk; holding it in memory too would only grow.
         record.run = undefined;
-        if (!record.checkpointed && !record.keptForNextDaemon) this.index?.update(record.runId, { state: 'disposed' });
+        const keep = record.checkpointed || record.keptForNextDaemon || (this.shuttingDown && record.owner.durable === true);
+        if (!keep) this.index?.update(record.runId, { state: 'disposed' });
         this.disposedCount += 1;
         this.pruneDisposed();
       }
