@@ -4,6 +4,7 @@ import { createModelResolver } from './agent/model/model-resolver.js';
 import type { DaemonConfig } from './config.js';
 import { stateFiles } from './paths.js';
 import type { DaemonProvider } from './provider.js';
+import type { Delegation } from './service/delegation.js';
 import { createAcpProvider } from './providers/acp/index.js';
 import { createForkProvider, createSpawnProvider, type InProcessProviderOptions } from './providers/in-process/index.js';
 
@@ -12,6 +13,7 @@ export function createBuiltinProviders(
   stateDir: string,
   log: Logger,
   env: NodeJS.ProcessEnv = process.env,
+  delegation?: Delegation,
 ): DaemonProvider[] {
   const inProcess: InProcessProviderOptions = {
     sessionsDir: stateFiles(stateDir).sessions,
@@ -26,6 +28,7 @@ export function createBuiltinProviders(
     ...(config.persona !== undefined && { defaultPersona: config.persona }),
     ...(config.personaVars !== undefined && { personaVars: config.personaVars }),
     ...(config.maxSteps !== undefined && { maxSteps: config.maxSteps }),
+    ...(delegation && { delegationTools: (provider: string, parent) => delegation.toolsFor(provider, parent) }),
   };
   const acp = (config.providers ?? []).map((entry) => createAcpProvider(entry, { log: log.child({ provider: entry.name }) }));
   return [createSpawnProvider(inProcess), createForkProvider(inProcess), ...acp];

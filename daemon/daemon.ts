@@ -16,6 +16,7 @@ import type { DaemonProvider } from './provider.js';
 import { SubagentService } from './service/subagent-service.js';
 import { ContinuableChildren } from './service/children.js';
 import { ChildIndex } from './store/child-index.js';
+import type { Delegation } from './service/delegation.js';
 import { DEFAULT_ADMISSION_LIMITS, type AdmissionLimits } from './service/admission-queue.js';
 import { acquireStateLock } from './state-lock.js';
 import { RunIndex } from './store/run-index.js';
@@ -54,6 +55,8 @@ export interface DaemonOptions {
   readonly admission?: Partial<AdmissionLimits>;
   /** Cap on one run's output and on its event stream (protocol/output-cap.ts; default 2 MiB). */
   readonly maxOutputBytes?: number;
+  /** Nested delegation's tools, mounted over this daemon's service (see service/delegation.ts). */
+  readonly delegation?: Delegation;
 }
 
 export interface TcpListenOptions {
@@ -119,6 +122,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
     ...(options.detachGraceMs !== undefined && { detachGraceMs: options.detachGraceMs }),
     ...(options.maxOutputBytes !== undefined && { maxOutputBytes: options.maxOutputBytes }),
   });
+  options.delegation?.bind(service);
   const children = new ContinuableChildren(service, new ChildIndex(files.children), log);
   for (const run of service.markInterrupted()) log.warn({ runId: run.runId, deadPid: run.daemonPid }, 'run interrupted by a previous daemon\'s death');
   const limits: FrameLimits = { ...DEFAULT_FRAME_LIMITS, ...options.frameLimits };

@@ -180,6 +180,8 @@ export interface RunInfo {
   readonly settledAt?: string;
   /** Whether the asking connection owns the run. */
   readonly mine: boolean;
+  /** Nested delegation: the run whose child started this one. */
+  readonly parentRunId?: string;
   readonly usage?: Usage;
   /** The settled result's diagnostic (why it failed, what was refused), as stored. */
   readonly diagnostic?: string;

@@ -166,6 +166,7 @@ const runInfo = obj(
     startedAt: str(64),
     settledAt: str(64),
     mine: { type: 'boolean' },
+    parentRunId: runId,
     usage,
     diagnostic: str(8192),
   },

@@ -80,6 +80,8 @@ export interface ServiceOptions {
 
 interface RunRecord {
   readonly runId: string;
+  /** The run whose child started this one (nested delegation inside the daemon). */
+  readonly parentRunId?: string;
   readonly provider: string;
   readonly id: string;
   readonly local: boolean;
@@ -213,7 +215,8 @@ export class SubagentService {
     return interrupted;
   }
 
-  async start(params: StartParams, owner: RunOwner, cancel: AbortSignal): Promise<StartResult> {
+  /** `parentRunId`: a child of this daemon delegates (see delegation.ts); cancelling that run cancels this one. */
+  async start(params: StartParams, owner: RunOwner, cancel: AbortSignal, parentRunId?: string): Promise<StartResult> {
     if (this.shuttingDown) throw new SubagentError('SHUTTING_DOWN', 'the daemon is shutting down and accepts no new runs');
     const provider = this.registry.get(params.provider);
     if (!provider) {
@@ -249,7 +252,7 @@ export class SubagentService {
       throw new SubagentError('ABORTED', 'start was cancelled before the child was ready');
     }
     const restore = { ...(params.persona !== undefined && { persona: params.persona }), ...(params.toolFilter && { toolFilter: params.toolFilter }) };
-    return this.publish(provider.name, run, owner, abort, host, release, { restore });
+    return this.publish(provider.name, run, owner, abort, host, release, { restore, ...(parentRunId !== undefined && { parentRunId }) });
   }
 
   /** Publish a ready run: observe its result first, so even a settled child emits start before end. */
@@ -260,7 +263,7 @@ export class SubagentService {
     abort: AbortController,
     host: ServiceRunHost,
     release: Release,
-    lineage: { resumedFrom?: string; restore?: IndexedRun['restore']; tokenHash?: string; startedAt?: string } = {},
+    lineage: { resumedFrom?: string; restore?: IndexedRun['restore']; tokenHash?: string; startedAt?: string; parentRunId?: string } = {},
   ): StartResult {
     const identity: SubagentStartEvent = { runId: host.runId, provider, id: run.id, local: run.localAgent !== undefined };
     // A continuation keeps its run's token (the owner re-attaches with the one it holds).
@@ -274,6 +277,7 @@ export class SubagentService {
     settled.catch(() => undefined);
     const record: RunRecord = {
       ...identity,
+      ...(lineage.parentRunId !== undefined && { parentRunId: lineage.parentRunId }),
       owner,
       tokenHash: lineage.tokenHash ?? hashToken(runToken),
       run,
@@ -294,6 +298,7 @@ export class SubagentService {
       daemonEpoch: this.epoch,
       daemonPid: process.pid,
       ...(lineage.resumedFrom !== undefined && { resumedFrom: lineage.resumedFrom }),
+      ...(lineage.parentRunId !== undefined && { parentRunId: lineage.parentRunId }),
       ...(lineage.restore !== undefined && { restore: lineage.restore }),
     }, true);
     // setImmediate: the start response is queued on the connection before subagent/end can be.
@@ -381,7 +386,24 @@ export class SubagentService {
     const record = this.owned(runId, owner);
     if (record.state !== 'running') return;
     if (level === 'after-step' && record.run?.interrupt) record.run.interrupt('after-step');
-    else record.abort.abort(new SubagentError('ABORTED', 'the run was cancelled'));
+    else {
+      record.abort.abort(new SubagentError('ABORTED', 'the run was cancelled'));
+      this.cancelDescendants(record.runId);
+    }
+  }
+
+  /** Nested delegation: a cancelled or disposed run takes the runs its child started down with it. */
+  private cancelDescendants(runId: string): void {
+    for (const child of this.runs.values()) {
+      if (child.parentRunId !== runId || child.state !== 'running') continue;
+      child.abort.abort(new SubagentError('ABORTED', `its parent run ${runId} was cancelled`));
+      this.cancelDescendants(child.runId);
+    }
+  }
+
+  /** The connection a live run belongs to now (nested starts and waits act as it). */
+  ownerOf(runId: string): RunOwner | undefined {
+    return this.runs.get(runId)?.owner;
   }
 
   dispose(runId: string, owner: RunOwner): Promise<void> {
@@ -392,6 +414,7 @@ export class SubagentService {
     clearTimeout(record.graceTimer);
     record.disposing ??= (async () => {
       if (record.state === 'running') record.abort.abort(new SubagentError('ABORTED', 'the run was disposed'));
+      this.cancelDescendants(record.runId);
       try {
         await record.run?.dispose();
         // A run disposed while running settles (aborted) first: record that before 'disposed'.
@@ -706,7 +729,15 @@ function toProviderRequest(params: StartParams, depth: number, signal: AbortSign
 
 /** The public record of a run, live or known only from the index. */
 function runInfo(
-  run: { runId: string; id: string; provider: string; startedAt: string; settledAt?: string | undefined; result?: SubagentResult | undefined },
+  run: {
+    runId: string;
+    id: string;
+    provider: string;
+    startedAt: string;
+    settledAt?: string | undefined;
+    result?: SubagentResult | undefined;
+    parentRunId?: string | undefined;
+  },
   state: RunState,
   mine: boolean,
 ): RunInfo {
@@ -717,6 +748,7 @@ function runInfo(
     state,
     startedAt: run.startedAt,
     mine,
+    ...(run.parentRunId !== undefined && { parentRunId: run.parentRunId }),
     ...(run.result && { stopReason: run.result.stopReason }),
     ...(run.settledAt !== undefined && { settledAt: run.settledAt }),
     ...(run.result?.usage && { usage: run.result.usage }),
