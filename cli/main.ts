@@ -10,11 +10,19 @@ import { commonSettings, parse } from '../daemon/cli/options.js';
 import { connectCommand } from './connect-command.js';
 import { inspectCommand, logsCommand, restartCommand, runsCommand, startCommand, statusCommand, stopCommand } from './ops-commands.js';
 import { runCommand } from './run-command.js';
+import { backgroundRunCommand, childrenCommand, interruptCommand, sendCommand } from './children-commands.js';
 
 const USAGE = `usage: subagentd <command> [options]
 
   run PROMPT [--provider P] [--model M] [--schema FILE] [--json] [--quiet]
                                  delegate one task to a child (starts the daemon if needed)
+  run --background PROMPT [--label L] [--provider P] [--model M] [--json]
+                                 start a continuable child, print its id and exit
+  send CHILD MESSAGE [--wait] [--json]
+                                 the child's next turn (queued while it runs; --wait: print its answer)
+  interrupt CHILD [--now] [--json]
+                                 stop the child's turn after the current step (--now: at once)
+  children [CHILD] [--json]      continuable children (and their descendants), running or idle
   daemon [--stdio] [--idle-timeout S]
                                  run the daemon in the foreground (--stdio: one private client;
                                  --idle-timeout: exit after S seconds with no client and no run)
@@ -59,9 +67,19 @@ const commands: Record<string, Command> = {
       model: { type: 'string' },
       schema: { type: 'string' },
       quiet: { type: 'boolean', short: 'q' },
+      background: { type: 'boolean' },
+      label: { type: 'string' },
     });
     const prompt = positionals.join(' ').trim();
     if (!prompt) throw new ConfigError('run needs a prompt: subagentd run "what to do"');
+    if (values['background'] === true) {
+      return backgroundRunCommand(commonSettings(values), {
+        prompt,
+        provider: (values['provider'] as string | undefined) ?? 'spawn',
+        model: values['model'] as string | undefined,
+        label: values['label'] as string | undefined,
+      });
+    }
     return runCommand(commonSettings(values), {
       prompt,
       provider: (values['provider'] as string | undefined) ?? 'spawn',
@@ -69,6 +87,22 @@ const commands: Record<string, Command> = {
       schemaFile: values['schema'] as string | undefined,
       quiet: values['quiet'] === true,
     });
+  },
+  async send(argv) {
+    const { values, positionals } = parse(argv, { wait: { type: 'boolean' } });
+    const [child, ...words] = positionals;
+    const message = words.join(' ').trim();
+    if (!child || !message) throw new ConfigError('send needs a child and a message: subagentd send CHILD "what next"');
+    return sendCommand(commonSettings(values), child, message, values['wait'] === true);
+  },
+  async interrupt(argv) {
+    const { values, positionals } = parse(argv, { now: { type: 'boolean' } });
+    if (!positionals[0]) throw new ConfigError('interrupt needs a child id: subagentd interrupt CHILD [--now]');
+    return interruptCommand(commonSettings(values), positionals[0], values['now'] === true);
+  },
+  async children(argv) {
+    const { values, positionals } = parse(argv);
+    return childrenCommand(commonSettings(values), positionals[0]);
   },
   async start(argv) {
     return startCommand(commonSettings(parse(argv).values));
