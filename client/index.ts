@@ -39,6 +39,7 @@ export type {
   AgentOptions,
   ChildEntry,
   ChildListing,
+  ChildReport,
   ChildSettledNotice,
   ChildStatus,
   ContinuableChildren,

@@ -18,6 +18,7 @@ import {
   ChildStartRequest,
   SubagentError,
   type ChildListing,
+  type ChildReport,
   type ChildSettledNotice,
   type ChildStartParams,
   type ContentBlock,
@@ -53,6 +54,7 @@ type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
 export class RemoteChildren implements ContinuableChildren<ChildStartRequest, ChildActor> {
   private readonly listeners = new Set<(notice: ChildSettledNotice) => void>();
+  private readonly reporters = new Set<(report: ChildReport) => void>();
   private attachedTo: RpcChannel | undefined;
 
   constructor(private readonly ctx: RemoteChildrenContext) {}
@@ -123,9 +125,27 @@ export class RemoteChildren implements ContinuableChildren<ChildStartRequest, Ch
     return { dispose: () => void this.listeners.delete(listener) };
   }
 
+  /** Reports children send with their `report` tool while this service is connected. */
+  onReport(listener: (report: ChildReport) => void): { dispose(): void } {
+    this.reporters.add(listener);
+    this.attach(this.ctx.channel());
+    return { dispose: () => void this.reporters.delete(listener) };
+  }
+
   /** The service's connection changed (a reconnect): subscribe the new one if anyone listens. */
   reattach(channel: RpcChannel): void {
-    if (this.listeners.size > 0) this.attach(channel);
+    if (this.listeners.size > 0 || this.reporters.size > 0) this.attach(channel);
+  }
+
+  /** A `child/report` from the daemon. */
+  deliverReport(report: ChildReport): void {
+    for (const listener of this.reporters) {
+      try {
+        listener(report);
+      } catch (error) {
+        this.ctx.logger.error('a child/report listener threw', error);
+      }
+    }
   }
 
   /** A `child/settled` from the daemon. A listener that throws does not stop the others. */

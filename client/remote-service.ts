@@ -9,6 +9,7 @@ import { CancellationTokenSource } from 'vscode-jsonrpc/node';
 import {
   AttachRequest,
   CancelRequest,
+  ChildReportNotification,
   ChildSettledNotification,
   DisposeRequest,
   EndNotification,
@@ -656,6 +657,7 @@ export class RemoteSubagentService {
       this.whenKnown(params.runId, (record) => record.deliver(params.event)),
     );
     channel.onNotification(ChildSettledNotification, 'child/settled', (notice) => this.children?.deliver(notice));
+    channel.onNotification(ChildReportNotification, 'child/report', (report) => this.children?.deliverReport(report));
     serveDaemonRequests(channel, this.runs, this.logger, this.options.onPermission);
   }
 

@@ -20,6 +20,7 @@ import {
   ChildAttachRequest,
   ChildInterruptRequest,
   ChildListRequest,
+  ChildReportNotification,
   ChildSendRequest,
   ChildSettledNotification,
   ChildStartRequest,
@@ -49,6 +50,7 @@ import {
   ToolCallRequest,
   validateAtDaemon,
   WaitRequest,
+  type ChildReportParams,
   type ChildSettledParams,
   type DaemonInbound,
   type EndParams,
@@ -272,6 +274,10 @@ export class ClientConnection implements RunOwner, ChildSubscriber {
 
   notifyChildSettled(params: ChildSettledParams): void {
     this.notify(ChildSettledNotification, params);
+  }
+
+  notifyChildReport(params: ChildReportParams): void {
+    this.notify(ChildReportNotification, params);
   }
 
   notifyRunEvent(event: RunEventParams): void {

@@ -48,6 +48,8 @@ export interface ProviderStartRequest extends SubagentStartRequestBase {
   /** Allow-listed environment for the child's tools; the daemon's own env is never inherited. */
   readonly env?: Readonly<Record<string, string>>;
   readonly host: RunHost;
+  /** A continuable child's `report` tool delivers here (by the child's own id); absent otherwise. */
+  readonly report?: (childId: string, output: string, mode: 'quiet' | 'next-step') => void;
 }
 
 /**

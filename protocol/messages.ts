@@ -7,6 +7,7 @@ import type { SubagentErrorData } from './errors.js';
 import type {
   AgentOptions,
   ChildListing,
+  ChildReport,
   ChildSettledNotice,
   ContentBlock,
   InterruptLevel,
@@ -353,6 +354,12 @@ export interface ChildSettledParams extends ChildSettledNotice {
   readonly parentId: string;
 }
 export const ChildSettledNotification = new NotificationType<ChildSettledParams>('child/settled');
+
+/** A continuable child used its `report` tool; sent to its owner's connections (not kept). */
+export interface ChildReportParams extends ChildReport {
+  readonly parentId: string;
+}
+export const ChildReportNotification = new NotificationType<ChildReportParams>('child/report');
 
 // ---------------------------------------------------------------------------------------------
 // Requests, daemon → client

@@ -346,6 +346,10 @@ export const clientInboundSchemas = {
   'child/send#result': obj({ childId, messageId: nonEmpty(128) }, ['childId', 'messageId']),
   'child/list#result': childListing,
   'child/attach#result': obj({ delivered: count }, ['delivered']),
+  'child/report': obj(
+    { childId, parentId: nonEmpty(256), label: str(1024), output: str(1024 * 1024), mode: { enum: ['quiet', 'next-step'] } },
+    ['childId', 'parentId', 'output', 'mode'],
+  ),
   'child/settled': obj(
     { childId, parentId: nonEmpty(256), label: str(1024), stopReason: nonEmpty(64), text: str(64 * 1024) },
     ['childId', 'parentId', 'stopReason', 'text'],

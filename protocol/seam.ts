@@ -205,6 +205,16 @@ export interface ChildSettledNotice {
   readonly text: string;
 }
 
+/** What a continuable child tells its parent with its `report` tool, without ending its turn. */
+export interface ChildReport {
+  readonly childId: string;
+  readonly parentId?: string;
+  readonly label?: string;
+  readonly output: string;
+  /** `quiet`: for the parent's next turn; `next-step`: steer the parent's running turn. */
+  readonly mode: 'quiet' | 'next-step';
+}
+
 export interface ContinuableChildren<Request extends SubagentStartRequestBase = SubagentStartRequestBase, Parent = unknown> {
   /** Resolves when the first message is accepted into the child's inbox; earlier failures roll back. */
   start(provider: string, request: Request): Promise<{ readonly childId: string; readonly messageId: string }>;
@@ -215,4 +225,6 @@ export interface ContinuableChildren<Request extends SubagentStartRequestBase = 
   list(of: Parent, scope?: 'children' | 'descendants'): Promise<ChildListing>;
   /** Settlement notices for children of `parent`; a disconnected owner gets them on re-attach. */
   onSettled(listener: (notice: ChildSettledNotice) => void): { dispose(): void };
+  /** Optional (added compatibly): reports children send with their `report` tool. */
+  onReport?(listener: (report: ChildReport) => void): { dispose(): void };
 }

@@ -169,3 +169,22 @@ it('an owner that was not connected gets the settlement notice when it attaches 
   // Another owner never hears of it.
   expect(othersSeen.notices).toEqual([]);
 });
+
+it('a continuable child reports to its parent with its report tool without ending its turn', async () => {
+  const { daemon, server } = await setup();
+  const parent = { sessionId: 'harness-4', cwd: daemon.dir };
+  const call = { tool_calls: [{ index: 0, id: 'call-1', type: 'function', function: { name: 'report', arguments: '{"output":"halfway there","mode":"next-step"}' } }] };
+  server.enqueue(
+    { type: 'stream', steps: [{ data: chunk({ role: 'assistant', content: '' }) }, { data: chunk(call, { finish_reason: 'tool_calls' }) }, { done: true }] },
+    textResponse(['all done']),
+  );
+  const children = childrenOf(await clients.connect(daemon.socket, { ownerKey: KEY_A }));
+  const reports: unknown[] = [];
+  children.onReport((report) => reports.push(report));
+  const seen = collect(children);
+  const { childId } = await children.start('spawn', { prompt: text('work'), parent, label: 'reporter', signal: new AbortController().signal });
+  expect((await seen.nth(1)).text).toBe('reporter finished. Its closing message:\nall done');
+  expect(reports).toEqual([{ childId, parentId: 'harness-4', label: 'reporter', output: 'halfway there', mode: 'next-step' }]);
+  // The turn went on after the report: the model's second request carries the tool's answer.
+  expect(transcript(server, 1).at(-1)).toMatch(/^tool:reported; your parent sees it at its next step/);
+});

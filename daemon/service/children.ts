@@ -19,6 +19,7 @@ import {
   SubagentError,
   type ChildListing,
   type ChildMessageResult,
+  type ChildReportParams,
   type ChildSettledNotice,
   type ChildSettledParams,
   type ChildStartParams,
@@ -36,6 +37,7 @@ import type { RunOwner, SubagentService } from './subagent-service.js';
 export interface ChildSubscriber {
   readonly open: boolean;
   notifyChildSettled(params: ChildSettledParams): void;
+  notifyChildReport(params: ChildReportParams): void;
   askPermission(params: PermissionParams, signal: AbortSignal): Promise<PermissionResult>;
 }
 
@@ -84,7 +86,9 @@ export class ContinuableChildren {
       throw new SubagentError('UNSUPPORTED_OPERATION', `provider "${provider.name}" cannot continue a child (no resume)`, { field: '/provider' });
     }
     const { ownerKey: _key, label, ...start } = params;
-    const started = await this.service.start(start, this.ownerFor(ownerHash), cancel);
+    const started = await this.service.start(start, this.ownerFor(ownerHash), cancel, {
+      report: (childId, output, mode) => this.relayReport(childId, output, mode),
+    });
     this.index.put({
       childId: started.id,
       ownerHash,
@@ -239,6 +243,16 @@ export class ContinuableChildren {
     }
     const idle = this.index.update(childId, { status: 'idle' });
     this.deliver(idle, settledNotice(childId, idle.label, result, idle.parentId));
+  }
+
+  /** A child's `report`: to the owner's open connections now; a report nobody is there for is dropped. */
+  private relayReport(childId: string, output: string, mode: ChildReportParams['mode']): void {
+    const record = this.index.get(childId);
+    if (!record) return;
+    const report: ChildReportParams = { childId, parentId: record.parentId, ...(record.label !== undefined && { label: record.label }), output, mode };
+    const subscribers = this.openSubscribers(record.ownerHash);
+    if (subscribers.length === 0) this.log.info({ childId }, 'a child reported while its owner had no connection: report dropped');
+    for (const subscriber of subscribers) subscriber.notifyChildReport(report);
   }
 
   private deliver(record: ChildRecord, notice: ChildSettledParams): void {

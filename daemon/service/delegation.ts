@@ -110,7 +110,7 @@ export class DaemonServiceView {
       ...(request.toolFilter !== undefined && { toolFilter: request.toolFilter }),
       ...(request.persona !== undefined && { persona: request.persona }),
     };
-    const started = await this.service.start(params, owner, request.signal, parentRunId);
+    const started = await this.service.start(params, owner, request.signal, { parentRunId });
     const current = () => this.service.ownerOf(started.runId) ?? owner;
     // After readiness the tool call's signal is the grandchild's cancellation channel.
     const cancel = (): void => {

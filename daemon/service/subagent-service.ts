@@ -68,6 +68,11 @@ export type LifecycleListener = (
   event: { kind: 'start'; payload: SubagentStartEvent } | { kind: 'end'; payload: EndParams },
 ) => void | Promise<void>;
 
+export interface StartExtras {
+  readonly parentRunId?: string;
+  readonly report?: ProviderStartRequest['report'];
+}
+
 export interface ServiceOptions {
   readonly admission?: AdmissionLimits;
   /** How long a disconnected client's runs wait for it to re-attach before they are cancelled. */
@@ -215,8 +220,12 @@ export class SubagentService {
     return interrupted;
   }
 
-  /** `parentRunId`: a child of this daemon delegates (see delegation.ts); cancelling that run cancels this one. */
-  async start(params: StartParams, owner: RunOwner, cancel: AbortSignal, parentRunId?: string): Promise<StartResult> {
+  /**
+   * `extras.parentRunId`: a child of this daemon delegates (see delegation.ts); cancelling that run
+   * cancels this one. `extras.report`: the sink of a continuable child's `report` tool (children.ts).
+   */
+  async start(params: StartParams, owner: RunOwner, cancel: AbortSignal, extras: StartExtras = {}): Promise<StartResult> {
+    const { parentRunId } = extras;
     if (this.shuttingDown) throw new SubagentError('SHUTTING_DOWN', 'the daemon is shutting down and accepts no new runs');
     const provider = this.registry.get(params.provider);
     if (!provider) {
@@ -237,7 +246,7 @@ export class SubagentService {
     let release: Release | undefined;
     try {
       release = await this.admission.acquire(owner.id, abort.signal);
-      run = await provider.start(toProviderRequest(params, depth, abort.signal, host));
+      run = await provider.start({ ...toProviderRequest(params, depth, abort.signal, host), ...(extras.report && { report: extras.report }) });
     } catch (error) {
       release?.();
       throw this.startFailure(error, abort.signal, provider.name);

@@ -15,6 +15,7 @@ import type { InProcessProviderOptions } from './in-process-options.js';
 import { InProcessRun, RestoredRun, type RunTracker } from './in-process-run.js';
 import { restoreChild } from './restore-child.js';
 import { prepareChild } from './prepare-child.js';
+import { reportTool } from '../../agent/tools/report-tool.js';
 
 export interface InProcessProvider extends DaemonProvider {
   start(request: ProviderStartRequest): Promise<InProcessRun>;
@@ -56,15 +57,18 @@ export function createInProcessProvider(flavour: Flavour, options: InProcessProv
 
       const id = randomUUID();
       let child: ChildAgent | undefined;
-      const nested =
-        options.delegationTools?.(flavour.name, {
+      const report = request.report;
+      const nested = [
+        ...(report ? [reportTool((output, mode) => report(id, output, mode))] : []),
+        ...(options.delegationTools?.(flavour.name, {
           sessionId: id,
           cwd: request.parent.cwd,
           depth: request.childDepth,
           ...(request.maxDepth !== undefined && { maxDepth: request.maxDepth }),
           runId: () => request.host.runId,
           events: () => child?.events ?? [],
-        }) ?? [];
+        }) ?? []),
+      ];
       const prepared = await prepareChild(flavour.name, request, options, flavour.seed(request), nested);
       const model = resolveModel(options, request.agentOptions?.model);
       const header: SessionHeader = {
