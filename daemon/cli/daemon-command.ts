@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { createBuiltinProviders } from '../builtin-providers.js';
 import { ConfigError } from '../config.js';
 import { createDaemon } from '../daemon.js';
+import { Delegation } from '../service/delegation.js';
 import { createLogger } from '../logger.js';
 import { stateFiles } from '../paths.js';
 import { installProcessGuards } from '../process-guards.js';
@@ -31,11 +32,14 @@ export async function daemonCommand(argv: string[]): Promise<number> {
     level: (values['log-level'] as string | undefined) ?? process.env['SUBAGENTD_LOG_LEVEL'] ?? 'info',
     stderr: !stdio || process.env['SUBAGENTD_STDERR_LOG'] === '1',
   });
+  // Nested delegation: spawn/fork children get the subagent tool, mounted once the service exists.
+  const delegation = settings.config.delegation ? new Delegation(settings.config.delegation) : undefined;
   const providers = [
-    ...createBuiltinProviders(settings.config, settings.stateDir, log),
+    ...createBuiltinProviders(settings.config, settings.stateDir, log, process.env, delegation),
     ...(await loadProviderModules(settings.config.providerModules ?? [], { stateDir: settings.stateDir, config: settings.config, log })),
   ];
   const daemon = createDaemon({
+    ...(delegation && { delegation }),
     stateDir: settings.stateDir,
     providers,
     log,

@@ -85,7 +85,8 @@ export class ContinuableChildren {
     if (provider && !provider.runtime.resume) {
       throw new SubagentError('UNSUPPORTED_OPERATION', `provider "${provider.name}" cannot continue a child (no resume)`, { field: '/provider' });
     }
-    const { ownerKey: _key, label, ...start } = params;
+    const { ownerKey: _key, ...start } = params;
+    const label = params.label;
     const started = await this.service.start(start, this.ownerFor(ownerHash), cancel, {
       report: (childId, output, mode) => this.relayReport(childId, output, mode),
     });

@@ -15,12 +15,12 @@
  */
 import {
   SubagentError,
-  type ContentBlock,
   type SessionEvent,
   type StartParams,
   type SubagentRun,
   type SubagentStartRequestBase,
 } from '../../protocol/index.js';
+import { createSubagentTool, type SubagentToolHandle } from '../../tool/index.js';
 import type { AgentTool, ToolOutcome } from '../agent/tools/tool.js';
 import { describeProvider } from '../provider.js';
 import type { SubagentService } from './subagent-service.js';
@@ -42,21 +42,6 @@ export interface DelegationConfig {
   readonly providers: readonly string[];
   readonly maxDepth?: number;
 }
-
-/** The seam-shaped tool the daemon mounts (structurally `tool/`'s definition and handle). */
-export interface NestedToolDefinition {
-  readonly name: string;
-  readonly description: string;
-  readonly inputSchema: Readonly<Record<string, unknown>>;
-  execute(input: unknown, context: { signal?: AbortSignal; parent?: NestedParent }): Promise<{ content: ContentBlock[]; isError: boolean }>;
-}
-export interface NestedToolHandle {
-  current(): NestedToolDefinition | undefined;
-}
-export type NestedToolFactory = (
-  view: DaemonServiceView,
-  config: { provider: string; toolName: string; maxDepth: number; enableRunInBackground: false },
-) => NestedToolHandle;
 
 export const DEFAULT_NESTED_MAX_DEPTH = 3;
 
@@ -135,25 +120,22 @@ export class DaemonServiceView {
 
 /** Builds, per in-process provider, the tools its children get; bound to the service once it exists. */
 export class Delegation {
-  private handles = new Map<string, Array<{ handle: NestedToolHandle }>>();
+  private readonly handles = new Map<string, Array<SubagentToolHandle<NestedParent>>>();
 
-  constructor(
-    private readonly config: Readonly<Record<string, DelegationConfig>>,
-    private readonly factory: NestedToolFactory,
-  ) {}
+  constructor(private readonly config: Readonly<Record<string, DelegationConfig>>) {}
 
   /** Mount the tools over the daemon's service (called once by createDaemon). */
   bind(service: SubagentService): void {
     for (const [owner, entry] of Object.entries(this.config)) {
       const view = new DaemonServiceView(service, entry.providers);
-      const mounted = entry.providers.map((provider, i) => ({
-        handle: this.factory(view, {
+      const mounted = entry.providers.map((provider, i) =>
+        createSubagentTool(view, {
           provider,
           toolName: i === 0 ? 'subagent' : `subagent_${provider.replace(/[^A-Za-z0-9_-]/g, '_')}`,
           maxDepth: entry.maxDepth ?? DEFAULT_NESTED_MAX_DEPTH,
           enableRunInBackground: false,
         }),
-      }));
+      );
       this.handles.set(owner, mounted);
     }
   }
@@ -161,7 +143,7 @@ export class Delegation {
   /** The delegation tools a new child of `provider` gets now (none when not configured). */
   toolsFor(provider: string, parent: NestedParent): AgentTool[] {
     const tools: AgentTool[] = [];
-    for (const { handle } of this.handles.get(provider) ?? []) {
+    for (const handle of this.handles.get(provider) ?? []) {
       const definition = handle.current();
       if (!definition) continue;
       tools.push({
