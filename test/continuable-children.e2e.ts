@@ -7,6 +7,7 @@ import type { ChildSettledNotice, RemoteChildren, RemoteSubagentService } from '
 import { restartDaemon, startDaemon, type DaemonProcess } from './support/daemon-process.js';
 import { ClientPool } from './support/e2e-daemon.js';
 import { rejection } from './support/assertions.js';
+import { createChildControlTools, createSubagentTool } from '../tool/index.js';
 import { startChatCompletionsServer, textResponse, chunk, type ChatCompletionsServer } from './support/chat-completions-server.js';
 
 const KEY_A = 'owner-key-of-client-a-0123456789';
@@ -187,4 +188,33 @@ it('a continuable child reports to its parent with its report tool without endin
   expect(reports).toEqual([{ childId, parentId: 'harness-4', label: 'reporter', output: 'halfway there', mode: 'next-step' }]);
   // The turn went on after the report: the model's second request carries the tool's answer.
   expect(transcript(server, 1).at(-1)).toMatch(/^tool:reported; your parent sees it at its next step/);
+});
+
+it('the model-facing tool in continuable mode drives the client\'s children: start, send_message, a second client refused', async () => {
+  const { daemon, server } = await setup();
+  server.enqueue(textResponse(['first turn']), textResponse(['second turn']));
+  const service = await clients.connect(daemon.socket, { ownerKey: KEY_A });
+  const handle = createSubagentTool(service, { provider: 'spawn', backgroundMode: 'continuable' });
+  const notices: string[] = [];
+  handle.onChildSettled((notice) => void notices.push(notice.text));
+  const tool = handle.current();
+  expect(tool).toBeDefined();
+  const parent = { sessionId: 'model-parent', cwd: daemon.dir };
+  const started = await tool!.execute({ description: 'a helper', prompt: 'do one thing' }, { parent });
+  expect(started.isError).toBe(false);
+  const childId = /started subagent (\S+) /.exec(started.content.map((b) => (b.type === 'text' ? b.text : '')).join(''))![1]!;
+  const deadline = Date.now() + 10_000;
+  while (notices.length < 1 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  expect(notices[0]).toBe('a helper finished. Its closing message:\nfirst turn');
+
+  const control = createChildControlTools(service.children!);
+  expect((await control.sendMessage.execute({ subagent_id: childId, message: 'and another' }, { parent })).isError).toBe(false);
+  while (notices.length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  expect(notices[1]).toBe('a helper finished. Its closing message:\nsecond turn');
+
+  const intruder = createChildControlTools(childrenOf(await clients.connect(daemon.socket, { ownerKey: KEY_B })));
+  const refused = await intruder.sendMessage.execute({ subagent_id: childId, message: 'hijack' }, { parent });
+  expect(refused.isError).toBe(true);
+  expect(refused.content.map((b) => (b.type === 'text' ? b.text : '')).join('')).toContain('NOT_OWNER');
+  await handle.dispose();
 });
