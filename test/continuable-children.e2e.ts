@@ -102,7 +102,8 @@ it('a continuable child survives a daemon restart between two messages and answe
 it('two clients cannot message, interrupt or list each other\'s children; only the direct parent sends', async () => {
   const { daemon, server } = await setup();
   const parent = { sessionId: 'shared-name', cwd: daemon.dir };
-  server.enqueue(slowText('done', 1500));
+  // The first turn outlasts the checks below (they need it running).
+  server.enqueue(slowText('done', 5000));
   const a = childrenOf(await clients.connect(daemon.socket, { ownerKey: KEY_A }));
   const b = childrenOf(await clients.connect(daemon.socket, { ownerKey: KEY_B }));
   const { childId } = await a.start('spawn', { prompt: text('work'), parent, signal: new AbortController().signal });
@@ -124,7 +125,8 @@ it('two clients cannot message, interrupt or list each other\'s children; only t
 it('messages to a running child queue FIFO as its next turns; interrupt now stops the turn and keeps the inbox', async () => {
   const { daemon, server } = await setup();
   const parent = { sessionId: 'harness-2', cwd: daemon.dir };
-  server.enqueue(slowText('one', 1500), textResponse(['two']), textResponse(['three']));
+  // The first turn outlasts the two sends: they queue behind it.
+  server.enqueue(slowText('one', 3000), textResponse(['two']), textResponse(['three']));
   const children = childrenOf(await clients.connect(daemon.socket, { ownerKey: KEY_A }));
   const seen = collect(children);
   const { childId } = await children.start('spawn', { prompt: text('first'), parent, label: 'queue', signal: new AbortController().signal });
