@@ -94,3 +94,18 @@ it('cancelling the root run cancels its child and grandchild', async () => {
   while (lineage.some((r) => r.state === 'running') && Date.now() < settle);
   expect(lineage.map((r) => r.stopReason)).toEqual(['aborted', 'aborted', 'aborted']);
 });
+
+it('the root start\'s own maxDepth binds the whole lineage, below the tool\'s cap', async () => {
+  const d = await daemonWithScript([{ toolCalls: [delegate] }, { text: 'done at my level' }]);
+  const service = await clients.connect(d.socket);
+  const run = runs.track(
+    await service.start('spawn', { prompt: [{ type: 'text', text: 'start' }], parent: { sessionId: 'root', cwd: d.dir }, maxDepth: 2, signal: new AbortController().signal }),
+  );
+  expect((await run.result).stopReason).toBe('completed');
+  const lineage = chain(await service.ops.runs());
+  expect(lineage).toHaveLength(2);
+  const events = readFileSync(join(d.stateDir, 'sessions', `${lineage[1]!.id}.jsonl`), 'utf8').trim().split('\n').map((line) => JSON.parse(line));
+  const refusal = events.find((e) => e.type === 'tool/result');
+  expect(refusal).toMatchObject({ isError: true });
+  expect(JSON.stringify(refusal.content)).toContain('child depth 3 exceeds maxDepth 2');
+});
