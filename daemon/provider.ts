@@ -69,6 +69,8 @@ export interface RestoreContext {
   readonly result: SubagentResult;
   readonly persona?: string;
   readonly toolFilter?: ToolFilter;
+  /** A continuable child's `report` sink: the restored child gets its `report` tool back. */
+  readonly report?: ProviderStartRequest['report'];
 }
 
 /** A provider the daemon can host. `runtime` advertises which optional run methods exist. */

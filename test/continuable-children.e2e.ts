@@ -97,6 +97,10 @@ it('a continuable child survives a daemon restart between two messages and answe
   await again.sendMessage(childId, text('which word?'), parent);
   expect((await seenAgain.nth(1)).text).toBe('memory finished. Its closing message:\nthe word was kiwi');
   expect(transcript(server, 1)).toEqual(['user:remember the word kiwi', 'assistant:the first answer', 'user:which word?']);
+  // The restored child has the tools it started with, its report tool included.
+  const tools = (body: any): string[] => body.tools.map((t: { function: { name: string } }) => t.function.name).sort();
+  expect(tools(server.requests[1]!.body)).toEqual(tools(server.requests[0]!.body));
+  expect(tools(server.requests[1]!.body)).toContain('report');
 });
 
 it('two clients cannot message, interrupt or list each other\'s children; only the direct parent sends', async () => {

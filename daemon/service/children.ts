@@ -57,6 +57,7 @@ export function settledNotice(childId: string, label: string | undefined, result
 export class ContinuableChildren {
   private readonly owners = new Map<string, RunOwner>();
   private readonly subscribers = new Map<string, Set<ChildSubscriber>>();
+  private readonly reportSink = (childId: string, output: string, mode: ChildReportParams['mode']): void => this.relayReport(childId, output, mode);
 
   constructor(
     private readonly service: SubagentService,
@@ -87,9 +88,7 @@ export class ContinuableChildren {
     }
     const { ownerKey: _key, ...start } = params;
     const label = params.label;
-    const started = await this.service.start(start, this.ownerFor(ownerHash), cancel, {
-      report: (childId, output, mode) => this.relayReport(childId, output, mode),
-    });
+    const started = await this.service.start(start, this.ownerFor(ownerHash), cancel, { report: this.reportSink });
     this.index.put({
       childId: started.id,
       ownerHash,
@@ -208,7 +207,7 @@ export class ContinuableChildren {
     try {
       // After a restart the run is known only from the index: its token takes it back.
       this.service.attach(record.runId, record.runToken, owner);
-      started = await this.service.resume(record.runId, owner, content, false);
+      started = await this.service.resume(record.runId, owner, content, false, this.reportSink);
     } catch (error) {
       this.index.update(record.childId, { status: 'idle' });
       throw notResumable(record, error);
@@ -267,9 +266,12 @@ export class ContinuableChildren {
   }
 }
 
-/** Why a wake failed, as the caller should hear it: a child that cannot come back is NOT_RESUMABLE. */
+/**
+ * Why a wake failed, as the caller should hear it: a busy or stopping daemon says so; anything else
+ * (no restore, a log past retention, a disposed run, an unknown run) means the child cannot come back.
+ */
 function notResumable(record: ChildRecord, error: unknown): SubagentError {
-  if (error instanceof SubagentError && !['UNSUPPORTED_OPERATION', 'NOT_OWNER', 'UNKNOWN_RUN', 'START_FAILED'].includes(error.code)) return error;
+  if (error instanceof SubagentError && ['SHUTTING_DOWN', 'OVERLOADED', 'ABORTED'].includes(error.code)) return error;
   const message = error instanceof Error ? error.message : String(error);
   return new SubagentError('NOT_RESUMABLE', `child ${record.childId} cannot be resumed from its record: ${message}`, { field: '/childId' });
 }

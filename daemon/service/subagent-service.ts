@@ -460,9 +460,10 @@ export class SubagentService {
     send.call(record.run, content);
   }
 
-  async resume(runId: string, owner: RunOwner, prompt: ContentBlock[], stream: boolean): Promise<StartResult> {
+  /** `report`: a continuable child's report sink, for a child that must first be restored (children.ts). */
+  async resume(runId: string, owner: RunOwner, prompt: ContentBlock[], stream: boolean, report?: StartExtras['report']): Promise<StartResult> {
     const record = this.owned(runId, owner);
-    if (!record.run) await this.restoreRun(record, owner, stream);
+    if (!record.run) await this.restoreRun(record, owner, stream, report);
     if (!record.run) throw new SubagentError('RUN_STATE', `run ${runId} has no live child`);
     const resume = record.run.resume;
     if (!resume) throw new SubagentError('UNSUPPORTED_OPERATION', `provider "${record.provider}" does not support resume`);
@@ -488,7 +489,7 @@ export class SubagentService {
   }
 
   /** A run a previous daemon ran: its provider brings the child back from its log, if it can. */
-  private async restoreRun(record: RunRecord, owner: RunOwner, stream: boolean): Promise<void> {
+  private async restoreRun(record: RunRecord, owner: RunOwner, stream: boolean, report?: StartExtras['report']): Promise<void> {
     const provider = this.registry.get(record.provider);
     if (!provider?.restore) {
       throw new SubagentError('UNSUPPORTED_OPERATION', `run ${record.runId} was run by a previous daemon and provider "${record.provider}" cannot restore it`);
@@ -496,6 +497,7 @@ export class SubagentService {
     const host = new ServiceRunHost(record.runId, owner, stream, this.log.child({ runId: record.runId, provider: record.provider }), this.maxOutputBytes);
     const stored = this.index?.get(record.runId)?.restore;
     record.run = await provider.restore(record.id, {
+      ...(report && { report }),
       host,
       result: record.result ?? { output: [], stopReason: 'error' },
       ...(stored?.persona !== undefined && { persona: stored.persona }),
