@@ -69,6 +69,8 @@ export interface RestoreContext {
   readonly result: SubagentResult;
   readonly persona?: string;
   readonly toolFilter?: ToolFilter;
+  /** The start's depth cap, which binds the child's own nested delegation. */
+  readonly maxDepth?: number;
   /** A continuable child's `report` sink: the restored child gets its `report` tool back. */
   readonly report?: ProviderStartRequest['report'];
 }

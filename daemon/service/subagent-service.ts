@@ -260,7 +260,12 @@ export class SubagentService {
       release();
       throw new SubagentError('ABORTED', 'start was cancelled before the child was ready');
     }
-    const restore = { ...(params.persona !== undefined && { persona: params.persona }), ...(params.toolFilter && { toolFilter: params.toolFilter }) };
+    const restore = {
+      ...(params.persona !== undefined && { persona: params.persona }),
+      ...(params.toolFilter && { toolFilter: params.toolFilter }),
+      // The lineage's depth cap, for a restored child's nested delegation.
+      ...(params.maxDepth !== undefined && { maxDepth: params.maxDepth }),
+    };
     return this.publish(provider.name, run, owner, abort, host, release, { restore, ...(parentRunId !== undefined && { parentRunId }) });
   }
 
@@ -502,6 +507,7 @@ export class SubagentService {
       result: record.result ?? { output: [], stopReason: 'error' },
       ...(stored?.persona !== undefined && { persona: stored.persona }),
       ...(stored?.toolFilter && { toolFilter: stored.toolFilter }),
+      ...(stored?.maxDepth !== undefined && { maxDepth: stored.maxDepth }),
     });
     record.host = host;
     this.log.info({ runId: record.runId, child: record.id }, 'restored a child from its session log');
@@ -693,6 +699,7 @@ export class SubagentService {
       result: { output: [], stopReason: 'aborted' },
       ...(stored.restore?.persona !== undefined && { persona: stored.restore.persona }),
       ...(stored.restore?.toolFilter && { toolFilter: stored.restore.toolFilter }),
+      ...(stored.restore?.maxDepth !== undefined && { maxDepth: stored.restore.maxDepth }),
     });
     const abort = new AbortController();
     const release = await this.admission.acquire(DETACHED.id, abort.signal);

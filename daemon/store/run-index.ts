@@ -34,7 +34,7 @@ export interface IndexedRun {
   /** Earlier run of the same child, for resumptions. */
   readonly resumedFrom?: string;
   /** What a later daemon needs to restore the child faithfully (see providers' `restore`). */
-  readonly restore?: { readonly persona?: string; readonly toolFilter?: ToolFilter };
+  readonly restore?: { readonly persona?: string; readonly toolFilter?: ToolFilter; readonly maxDepth?: number };
 }
 
 export interface IndexProblems {

@@ -48,6 +48,7 @@ export async function restoreChild(provider: string, childId: string, context: R
       sessionId: header.id,
       cwd: header.cwd,
       depth: header.delegationDepth,
+      ...(context.maxDepth !== undefined && { maxDepth: context.maxDepth }),
       runId: () => context.host.runId,
       events: () => child?.events ?? [],
     }) ?? []),
