@@ -8,7 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { SubagentError, type ChildEntry, type RemoteChildren, type RemoteSubagentService } from '../client/index.js';
+import { SubagentError, type ChildEntry, type ChildSettledNotice, type RemoteChildren, type RemoteSubagentService } from '../client/index.js';
 import type { CommonSettings } from '../daemon/cli/options.js';
 import { openClient } from './daemon-client.js';
 import { table } from './format.js';
@@ -72,23 +72,20 @@ export function backgroundRunCommand(settings: CommonSettings, options: Backgrou
 /** `send RUN MESSAGE [--wait]`: the child's next turn; `--wait` prints the notice when it settles. */
 export function sendCommand(settings: CommonSettings, childId: string, message: string, wait: boolean): Promise<number> {
   return withChildren(settings, false, async (children) => {
-    let settled: Promise<{ text: string; stopReason: string }> | undefined;
-    if (wait) {
-      settled = new Promise((resolve) => {
-        const subscription = children.onSettled((notice) => {
-          if (notice.childId !== childId) return;
-          subscription.dispose();
-          resolve(notice);
-        });
-      });
-    }
+    // Subscribed first: attaching also delivers notices that waited, so match this message's own.
+    const notices: ChildSettledNotice[] = [];
+    let arrived = (): void => undefined;
+    const subscription = wait ? children.onSettled((notice) => (notices.push(notice), arrived())) : undefined;
     const { messageId } = await children.sendMessage(childId, [{ type: 'text', text: message }], CLI_PARENT);
-    if (!settled) {
+    if (!subscription) {
       print(settings, { childId, messageId }, messageId);
       return 0;
     }
-    const notice = await settled;
-    print(settings, { childId, messageId, ...notice }, notice.text);
+    const mine = (): ChildSettledNotice | undefined => notices.find((n) => n.childId === childId && n.messageId === messageId);
+    while (!mine()) await new Promise<void>((resolve) => (arrived = resolve));
+    subscription.dispose();
+    const notice = mine()!;
+    print(settings, notice, notice.text);
     return notice.stopReason === 'completed' ? 0 : 1;
   });
 }

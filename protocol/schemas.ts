@@ -351,7 +351,7 @@ export const clientInboundSchemas = {
     ['childId', 'parentId', 'output', 'mode'],
   ),
   'child/settled': obj(
-    { childId, parentId: nonEmpty(256), label: str(1024), stopReason: nonEmpty(64), text: str(64 * 1024) },
+    { childId, parentId: nonEmpty(256), label: str(1024), messageId: nonEmpty(128), stopReason: nonEmpty(64), text: str(64 * 1024) },
     ['childId', 'parentId', 'stopReason', 'text'],
   ),
   'runs/list#result': obj({ runs: arr(runInfo, 1_000_000), nextCursor: nonEmpty(256) }, ['runs'], true),

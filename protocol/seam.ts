@@ -198,6 +198,8 @@ export interface ChildSettledNotice {
   readonly childId: string;
   /** The parent the child belongs to (added compatibly: lets one listener serve several parents). */
   readonly parentId?: string;
+  /** The message whose turn settled last (added compatibly: lets a sender wait for its own answer). */
+  readonly messageId?: string;
   readonly label?: string;
   readonly stopReason: SubagentStopReason;
   /** "<label> finished|was stopped|ran out of room|declined|failed…", then its closing message or

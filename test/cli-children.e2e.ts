@@ -37,6 +37,8 @@ it('run --background prints a child id; children, send --wait and interrupt reac
 
   const sent = await box.run(['send', childId, 'second task', '--wait', '--json']);
   expect(sent.code, sent.stderr).toBe(0);
+  // The first turn's notice may have waited for the CLI (delivered on attach): --wait skips it and
+  // prints the notice of its own message's turn.
   expect(json(sent.stdout)).toMatchObject({ childId, stopReason: 'completed', text: 'helper finished. Its closing message:\nsecond turn done' });
 
   // A third turn that takes long: interrupt --now stops it.

@@ -29,7 +29,7 @@ import {
   type PermissionResult,
   type SubagentResult,
 } from '../../protocol/index.js';
-import { ChildIndex, type ChildRecord } from '../store/child-index.js';
+import { ChildIndex, type ChildRecord, type QueuedMessage } from '../store/child-index.js';
 import { checkInterrupter, checkSender, listLineage } from './lineage.js';
 import type { RunOwner, SubagentService } from './subagent-service.js';
 
@@ -89,6 +89,7 @@ export class ContinuableChildren {
     const { ownerKey: _key, ...start } = params;
     const label = params.label;
     const started = await this.service.start(start, this.ownerFor(ownerHash), cancel, { report: this.reportSink });
+    const messageId = mintMessageId();
     this.index.put({
       childId: started.id,
       ownerHash,
@@ -98,12 +99,13 @@ export class ContinuableChildren {
       runId: started.runId,
       runToken: started.runToken,
       status: 'running',
+      messageId,
       inbox: [],
       undelivered: [],
       createdAt: new Date().toISOString(),
     });
     this.watch(started.id, started.runId);
-    return { childId: started.id, messageId: mintMessageId() };
+    return { childId: started.id, messageId };
   }
 
   async send(ownerKey: string, childId: string, from: string, message: ContentBlock[], subscriber: ChildSubscriber): Promise<ChildMessageResult> {
@@ -118,7 +120,7 @@ export class ContinuableChildren {
     }
     // Idle: messages a stopped daemon left queued go first, this one after them.
     const [next, ...rest] = [...record.inbox, queued];
-    await this.wake(record, next!.content, rest);
+    await this.wake(record, next!, rest);
     return { childId, messageId: queued.messageId };
   }
 
@@ -200,8 +202,9 @@ export class ContinuableChildren {
   }
 
   /** Run `content` as the child's next turn: the same session, continued (restored first if need be). */
-  private async wake(record: ChildRecord, content: ContentBlock[], inbox: ChildRecord['inbox']): Promise<void> {
-    this.index.update(record.childId, { status: 'running', inbox });
+  private async wake(record: ChildRecord, message: QueuedMessage, inbox: ChildRecord['inbox']): Promise<void> {
+    const content = message.content;
+    this.index.update(record.childId, { status: 'running', messageId: message.messageId, inbox });
     const owner = this.ownerFor(record.ownerHash);
     let started;
     try {
@@ -234,7 +237,7 @@ export class ContinuableChildren {
     const [next, ...rest] = record.inbox;
     if (next) {
       try {
-        await this.wake(record, next.content, rest);
+        await this.wake(record, next, rest);
         return;
       } catch (error) {
         this.log.warn({ err: error, childId }, 'could not run a queued message');
@@ -242,7 +245,7 @@ export class ContinuableChildren {
       }
     }
     const idle = this.index.update(childId, { status: 'idle' });
-    this.deliver(idle, settledNotice(childId, idle.label, result, idle.parentId));
+    this.deliver(idle, { ...settledNotice(childId, idle.label, result, idle.parentId), ...(idle.messageId !== undefined && { messageId: idle.messageId }) });
   }
 
   /** A child's `report`: to the owner's open connections now; a report nobody is there for is dropped. */

@@ -30,6 +30,8 @@ export interface ChildRecord {
   readonly runId: string;
   readonly runToken: string;
   readonly status: ChildStatus;
+  /** The message whose turn runs now (or ran last): the settlement notice names it. */
+  readonly messageId?: string;
   /** Messages that arrived while a turn ran: each becomes the next turn, in order. */
   readonly inbox: QueuedMessage[];
   /** Settlement notices no connection of the owner was there to receive. */
