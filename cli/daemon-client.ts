@@ -7,7 +7,7 @@ import { ConfigError } from '../daemon/config.js';
 /** Ops requests must not hang on a hung daemon. */
 const OPS_TIMEOUT_MS = 10_000;
 
-export async function openClient(settings: CommonSettings, options: { autoStart: boolean }): Promise<RemoteSubagentService> {
+export async function openClient(settings: CommonSettings, options: { autoStart: boolean; ownerKey?: string }): Promise<RemoteSubagentService> {
   const client = await dial(settings, options);
   if (settings.configPath !== undefined) {
     try {
@@ -33,13 +33,14 @@ async function checkSameConfig(client: RemoteSubagentService, settings: CommonSe
   );
 }
 
-async function dial(settings: CommonSettings, options: { autoStart: boolean }): Promise<RemoteSubagentService> {
+async function dial(settings: CommonSettings, options: { autoStart: boolean; ownerKey?: string }): Promise<RemoteSubagentService> {
   try {
     return await connect({
       socket: settings.socket,
       clientInfo: { name: 'subagentd-cli', version: '1' },
       requestTimeoutMs: OPS_TIMEOUT_MS,
       logger: { error: () => undefined, warn: () => undefined },
+      ...(options.ownerKey !== undefined && { ownerKey: options.ownerKey }),
       ...(options.autoStart && {
         autoStart: async () => {
           await ensureDaemon({

@@ -13,6 +13,7 @@ import { connectCommand } from './connect-command.js';
 import { reportError } from './error-report.js';
 import { inspectCommand, logsCommand, reloadCommand, restartCommand, runsCommand, startCommand, statusCommand, stopCommand } from './ops-commands.js';
 import { runCommand } from './run-command.js';
+import { backgroundRunCommand, childrenCommand, interruptCommand, sendCommand } from './children-commands.js';
 
 const FOOTER = `models: --model scripted:FILE runs offline (see examples/); otherwise the DAEMON's environment
 selects one: DEEPSEEK_API_KEY, or OPENAI_BASE_URL + OPENAI_API_KEY + SUBAGENTD_MODEL. Change it in
@@ -59,15 +60,41 @@ const COMMANDS: readonly CommandSpec[] = [
       model: { type: 'string', value: 'M', help: 'the model, or scripted:FILE to replay a script offline' },
       schema: { type: 'string', value: 'FILE', help: 'a JSON Schema the answer must match (structured output)' },
       quiet: { type: 'boolean', short: 'q', help: 'no progress on stderr' },
+      background: { type: 'boolean', help: 'start a continuable child, print its id and exit (see send, interrupt, children)' },
+      label: { type: 'string', value: 'L', help: "the background child's label" },
     },
+    run: ({ values, positionals, settings }) => {
+      const prompt = operand(positionals, 'run needs a prompt', 'subagentd run "what to do"');
+      const provider = (values['provider'] as string | undefined) ?? 'spawn';
+      const model = values['model'] as string | undefined;
+      if (values['background'] === true) return backgroundRunCommand(settings(), { prompt, provider, model, label: values['label'] as string | undefined });
+      return runCommand(settings(), { prompt, provider, model, schemaFile: values['schema'] as string | undefined, quiet: values['quiet'] === true });
+    },
+  },
+  {
+    name: 'send',
+    operands: 'CHILD MESSAGE',
+    summary: "a continuable child's next turn (queued while it runs)",
+    flags: { wait: { type: 'boolean', help: 'wait for that turn and print its answer' } },
+    run: ({ values, positionals, settings }) => {
+      const [child, ...words] = positionals;
+      if (!child || words.join(' ').trim() === '') throw new UsageError('send needs a child and a message: subagentd send CHILD "what next"');
+      return sendCommand(settings(), child, words.join(' ').trim(), values['wait'] === true);
+    },
+  },
+  {
+    name: 'interrupt',
+    operands: 'CHILD',
+    summary: "stop a continuable child's turn after its current step",
+    flags: { now: { type: 'boolean', help: 'stop at once, not after the step' } },
     run: ({ values, positionals, settings }) =>
-      runCommand(settings(), {
-        prompt: operand(positionals, 'run needs a prompt', 'subagentd run "what to do"'),
-        provider: (values['provider'] as string | undefined) ?? 'spawn',
-        model: values['model'] as string | undefined,
-        schemaFile: values['schema'] as string | undefined,
-        quiet: values['quiet'] === true,
-      }),
+      interruptCommand(settings(), operand(positionals, 'interrupt needs a child id', 'subagentd interrupt CHILD [--now]'), values['now'] === true),
+  },
+  {
+    name: 'children',
+    operands: '[CHILD]',
+    summary: 'continuable children (and their descendants), running or idle',
+    run: ({ positionals, settings }) => childrenCommand(settings(), positionals[0]),
   },
   {
     name: 'daemon',

@@ -27,6 +27,8 @@ export interface CommonConnectOptions {
   readonly onPermission?: PermissionHandler;
   /** Where contained failures go; defaults to console.error. */
   readonly logger?: ClientLogger;
+  /** The secret that owns this client's continuable children; random per connection by default. */
+  readonly ownerKey?: string;
 }
 
 export interface SocketConnectOptions extends CommonConnectOptions {
@@ -90,6 +92,7 @@ export async function connect(options: ConnectOptions): Promise<RemoteSubagentSe
       ...(options.requestTimeoutMs !== undefined ? { requestTimeoutMs: options.requestTimeoutMs } : {}),
       ...(options.startTimeoutMs !== undefined ? { startTimeoutMs: options.startTimeoutMs } : {}),
       ...(options.onPermission !== undefined ? { onPermission: options.onPermission } : {}),
+      ...(options.ownerKey !== undefined ? { ownerKey: options.ownerKey } : {}),
       ...(reconnect !== undefined ? { reconnect } : {}),
     });
   } catch (error) {

@@ -8,6 +8,8 @@ export type {
   StreamConnectOptions,
 } from './connect.js';
 export { RemoteSubagentService } from './remote-service.js';
+export { RemoteChildren } from './remote-children.js';
+export type { ChildActor, ChildStartRequest } from './remote-children.js';
 export { RunFaultError } from './run-record.js';
 export { completedTurnPrefix, toParentRef } from './parent-ref.js';
 export { defaultDaemonCliPath } from './package-paths.js';
@@ -35,6 +37,13 @@ export type {
 export { SubagentError, SUBAGENT_ERROR_CODES, PROTOCOL_VERSION, isKnownStopReason, KNOWN_STOP_REASONS } from '../protocol/index.js';
 export type {
   AgentOptions,
+  ChildEntry,
+  ChildListing,
+  ChildReport,
+  ChildSettledNotice,
+  ChildStatus,
+  ContinuableChildren,
+  InterruptLevel,
   ClientToolDeclaration,
   ContentBlock,
   DaemonIdentity,

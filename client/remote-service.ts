@@ -4,10 +4,13 @@
  * seam `SubagentRun`s, and lifecycle events arrive through `on`. With a reconnect policy, a lost
  * connection is re-dialled and the unsettled runs are re-attached by their tokens.
  */
+import { randomBytes } from 'node:crypto';
 import { CancellationTokenSource } from 'vscode-jsonrpc/node';
 import {
   AttachRequest,
   CancelRequest,
+  ChildReportNotification,
+  ChildSettledNotification,
   DisposeRequest,
   EndNotification,
   InitializeRequest,
@@ -38,6 +41,7 @@ import {
   type SubagentRun,
 } from '../protocol/index.js';
 import { EventHub } from './event-hub.js';
+import { RemoteChildren } from './remote-children.js';
 import { LocalProviders } from './local-providers.js';
 import { toParentRef } from './parent-ref.js';
 import { ProviderDirectory } from './provider-directory.js';
@@ -73,6 +77,11 @@ export interface ServiceOptions {
   readonly onPermission?: PermissionHandler;
   /** Re-dial a lost daemon with this policy; without it a loss fails every run (DAEMON_UNAVAILABLE). */
   readonly reconnect?: ReconnectSetup;
+  /**
+   * The secret that owns this service's continuable children (at least 16 characters). Default:
+   * a random key for this service's life; give a stored one to reach the children from later processes.
+   */
+  readonly ownerKey?: string;
 }
 
 /** How a service gets a new connection: `dial` opens one (not yet listening) and says which token to present. */
@@ -87,6 +96,11 @@ const REATTACH_TIMEOUT_MS = 10_000;
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
 export class RemoteSubagentService {
+  /**
+   * Continuable children (`child/*`): present only when the daemon offers them (capability by
+   * presence, decided at `initialize`).
+   */
+  declare readonly children?: RemoteChildren;
   private readonly events: EventHub;
   private readonly directory: ProviderDirectory;
   private readonly local: LocalProviders;
@@ -148,7 +162,22 @@ export class RemoteSubagentService {
     service.identity = answer.daemon;
     service.daemonProtocol = answer.protocolVersion;
     service.directory.seed(answer.providers);
+    if (answer.features?.continuableChildren === true) service.offerChildren();
     return service;
+  }
+
+  private offerChildren(): void {
+    const ownerKey = this.options.ownerKey ?? randomBytes(24).toString('base64url');
+    if (ownerKey.length < 16) throw new SubagentError('INVALID_REQUEST', 'ownerKey must be at least 16 characters', { field: '/ownerKey' });
+    const children = new RemoteChildren({
+      channel: () => this.channel,
+      describe: (name) => this.directory.get(name),
+      ownerKey,
+      requestTimeoutMs: this.options.requestTimeoutMs,
+      startTimeoutMs: this.options.startTimeoutMs,
+      logger: this.logger,
+    });
+    Object.defineProperty(this, 'children', { value: children, enumerable: true });
   }
 
   /** Status, run list, inspect, attach and shutdown: the daemon's operations surface. */
@@ -484,6 +513,7 @@ export class RemoteSubagentService {
       this.directory.replace(answer.providers);
       channel.onLost((error) => this.connectionLost(channel, error));
       await this.reattachAll(channel, restarted);
+      this.children?.reattach(channel);
       if (this.closing) return;
       if (channel.gone) {
         lastFailure = channel.gone;
@@ -628,6 +658,8 @@ export class RemoteSubagentService {
     channel.onNotification(RunEventNotification, 'run/event', (params) =>
       this.whenKnown(params.runId, (record) => record.deliver(params.event)),
     );
+    channel.onNotification(ChildSettledNotification, 'child/settled', (notice) => this.children?.deliver(notice));
+    channel.onNotification(ChildReportNotification, 'child/report', (report) => this.children?.deliverReport(report));
     serveDaemonRequests(channel, this.runs, this.logger, this.options.onPermission);
   }
 

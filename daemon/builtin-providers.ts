@@ -5,6 +5,7 @@ import { createModelResolver } from './agent/model/model-resolver.js';
 import type { DaemonConfig } from './config.js';
 import { stateFiles } from './paths.js';
 import type { DaemonProvider } from './provider.js';
+import type { Delegation } from './service/delegation.js';
 import { createAcpProvider } from './providers/acp/index.js';
 import { AgentGroups, agentGroupsDir } from './providers/acp/agent-groups.js';
 import { createForkProvider, createSpawnProvider, type InProcessProviderOptions } from './providers/in-process/index.js';
@@ -16,6 +17,7 @@ export function createBuiltinProviders(
   env: NodeJS.ProcessEnv = process.env,
   /** The model resolver in force (a reloadable daemon passes its own; see reload.ts). */
   resolveModel: ModelResolver = createModelResolver(config.model, env),
+  delegation?: Delegation,
 ): DaemonProvider[] {
   const inProcess: InProcessProviderOptions = {
     sessionsDir: stateFiles(stateDir).sessions,
@@ -30,6 +32,7 @@ export function createBuiltinProviders(
     ...(config.persona !== undefined && { defaultPersona: config.persona }),
     ...(config.personaVars !== undefined && { personaVars: config.personaVars }),
     ...(config.maxSteps !== undefined && { maxSteps: config.maxSteps }),
+    ...(delegation && { delegationTools: (provider: string, parent) => delegation.toolsFor(provider, parent) }),
   };
   const groups = new AgentGroups(agentGroupsDir(stateDir), log);
   const acp = (config.providers ?? []).map((entry) => createAcpProvider(entry, { log: log.child({ provider: entry.name }), groups }));

@@ -17,6 +17,13 @@ import {
   AttachRequest,
   CancelRequest,
   CLOSING_MESSAGE_PREFIX,
+  ChildAttachRequest,
+  ChildInterruptRequest,
+  ChildListRequest,
+  ChildReportNotification,
+  ChildSendRequest,
+  ChildSettledNotification,
+  ChildStartRequest,
   DisposeRequest,
   EndNotification,
   InitializeRequest,
@@ -43,6 +50,8 @@ import {
   ToolCallRequest,
   validateAtDaemon,
   WaitRequest,
+  type ChildReportParams,
+  type ChildSettledParams,
   type DaemonInbound,
   type EndParams,
   type InitializeParams,
@@ -57,6 +66,7 @@ import {
 } from '../protocol/index.js';
 import { describeProvider } from './provider.js';
 import type { RunOwner, SubagentService } from './service/subagent-service.js';
+import type { ChildSubscriber, ContinuableChildren } from './service/children.js';
 import { CountingWriter } from './transport/counting-writer.js';
 import { ProgressBacklog } from './transport/progress-backlog.js';
 import { GuardedMessageReader, type FrameLimits, type Violation } from './transport/guarded-reader.js';
@@ -64,6 +74,7 @@ import { tokensEqual } from './auth-token.js';
 
 export interface ConnectionContext {
   readonly service: SubagentService;
+  readonly children: ContinuableChildren;
   readonly identity: InitializeResult['daemon'];
   readonly limits: FrameLimits;
   /** When set, `initialize` must present this token. */
@@ -91,7 +102,7 @@ export interface ConnectionContext {
 /** Violations logged per connection before they are only counted. */
 const LOGGED_VIOLATIONS = 3;
 
-export class ClientConnection implements RunOwner {
+export class ClientConnection implements RunOwner, ChildSubscriber {
   private readonly rpc: MessageConnection;
   private readonly writer: CountingWriter;
   private readonly log: Logger;
@@ -261,6 +272,14 @@ export class ClientConnection implements RunOwner {
     this.notify(EndNotification, event);
   }
 
+  notifyChildSettled(params: ChildSettledParams): void {
+    this.notify(ChildSettledNotification, params);
+  }
+
+  notifyChildReport(params: ChildReportParams): void {
+    this.notify(ChildReportNotification, params);
+  }
+
   notifyRunEvent(event: RunEventParams): void {
     // A reader that falls behind gets progress coalesced and bounded; lifecycle is never held back.
     const behind = this.writer.unsent >= this.ctx.maxPendingNotifications || this.writer.unsentBytes >= this.ctx.maxUnsentBytes / 8;
@@ -331,7 +350,7 @@ export class ClientConnection implements RunOwner {
     this.rpc.onNotification(LspInitializedNotification, () => undefined);
     this.handle(ProvidersListRequest, () => ({ providers: service.registry.all().map(describeProvider) }));
     this.handle(StartRequest, (params, signal) => service.start(params, this, signal));
-    this.handle(CancelRequest, ({ runId }) => (service.cancel(runId, this), {}));
+    this.handle(CancelRequest, ({ runId, level }) => (service.cancel(runId, this, level), {}));
     this.handle(DisposeRequest, async ({ runId }) => (await service.dispose(runId, this), {}));
     this.handle(SendMessageRequest, ({ runId, content }) => (service.sendMessage(runId, this, content), {}));
     this.handle(ResumeRequest, ({ runId, prompt, stream }) => service.resume(runId, this, prompt, stream === true));
@@ -340,6 +359,12 @@ export class ClientConnection implements RunOwner {
     this.handle(RunsListRequest, (params) => service.list(this, params));
     this.handle(InspectRequest, ({ runId, runToken }) => service.inspect(runId, this, runToken));
     this.handle(StatusRequest, () => this.ctx.status());
+    const children = this.ctx.children;
+    this.handle(ChildStartRequest, (params, signal) => children.start(params, this, signal));
+    this.handle(ChildSendRequest, (p) => children.send(p.ownerKey, p.childId, p.from, p.message, this));
+    this.handle(ChildInterruptRequest, (p) => (children.interrupt(p.ownerKey, p.childId, p.by, p.level ?? 'now', this), {}));
+    this.handle(ChildListRequest, (p) => children.list(p.ownerKey, p.of, p.scope ?? 'children', this));
+    this.handle(ChildAttachRequest, (p) => ({ delivered: children.attach(p.ownerKey, this) }));
     this.handle(ShutdownRequest, ({ drain, timeoutMs }) => {
       this.log.info({ drain, timeoutMs, client: this.clientName }, 'shutdown requested');
       setImmediate(() => this.ctx.shutdown(drain === true, timeoutMs ?? 30_000));
@@ -382,6 +407,7 @@ export class ClientConnection implements RunOwner {
       daemon: this.ctx.identity,
       providers: this.ctx.service.registry.all().map(describeProvider),
       ...(lsp && { capabilities: {} }),
+      features: { continuableChildren: true },
     };
   }
 

@@ -72,6 +72,11 @@ export interface DaemonConfig {
   readonly detachGraceMs?: number;
   /** Exit after this long with no connection and no live run (off by default). */
   readonly idleTimeoutMs?: number;
+  /**
+   * Nested delegation, per in-process provider (`spawn`, `fork`): its children get the `subagent`
+   * tool for these providers, capped at `maxDepth` (default 3). Off when absent.
+   */
+  readonly delegation?: Readonly<Record<string, { readonly providers: string[]; readonly maxDepth?: number }>>;
 }
 
 const positiveInt = { type: 'integer', minimum: 1 };
@@ -152,6 +157,19 @@ const schema = {
     maxSteps: positiveInt,
     idleTimeoutMs: positiveInt,
     detachGraceMs: { type: 'integer', minimum: 0 },
+    delegation: {
+      type: 'object',
+      propertyNames: { enum: ['spawn', 'fork'] },
+      additionalProperties: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['providers'],
+        properties: {
+          providers: { type: 'array', minItems: 1, uniqueItems: true, items: { type: 'string', minLength: 1 } },
+          maxDepth: { type: 'integer', minimum: 0 },
+        },
+      },
+    },
     sessionRetentionDays: { type: 'number', exclusiveMinimum: 0 },
     tcp: {
       type: 'object',

@@ -14,6 +14,9 @@ import { createToken, tokenPathFor, writeTokenFile } from './auth-token.js';
 import { ClientConnection } from './client-connection.js';
 import type { DaemonProvider } from './provider.js';
 import { SubagentService } from './service/subagent-service.js';
+import { ContinuableChildren } from './service/children.js';
+import { ChildIndex } from './store/child-index.js';
+import type { Delegation } from './service/delegation.js';
 import { DEFAULT_ADMISSION_LIMITS, type AdmissionLimits } from './service/admission-queue.js';
 import { agentGroupsDir, reapAgentGroups } from './providers/acp/agent-groups.js';
 import { acquireStateLock } from './state-lock.js';
@@ -59,6 +62,8 @@ export interface DaemonOptions {
   readonly settingsStatus?: () => NonNullable<StatusResult['config']>;
   /** Write faults of the state dir; pass the one the daemon log reports to (see state-faults.ts). */
   readonly faults?: StateFaults;
+  /** Nested delegation's tools, mounted over this daemon's service (see service/delegation.ts). */
+  readonly delegation?: Delegation;
 }
 
 export interface TcpListenOptions {
@@ -76,6 +81,7 @@ export const DEFAULT_MAX_UNSENT_BYTES = 16 * 1024 * 1024;
 
 export interface Daemon {
   readonly service: SubagentService;
+  readonly children: ContinuableChildren;
   readonly identity: DaemonIdentity;
   readonly log: Logger;
   /** Listen on a unix socket; writes the token file beside it. */
@@ -125,6 +131,8 @@ export function createDaemon(options: DaemonOptions): Daemon {
     ...(options.detachGraceMs !== undefined && { detachGraceMs: options.detachGraceMs }),
     ...(options.maxOutputBytes !== undefined && { maxOutputBytes: options.maxOutputBytes }),
   });
+  options.delegation?.bind(service);
+  const children = new ContinuableChildren(service, new ChildIndex(files.children), log);
   for (const run of service.markInterrupted()) log.warn({ runId: run.runId, deadPid: run.daemonPid }, 'run interrupted by a previous daemon\'s death');
   const limits: FrameLimits = { ...DEFAULT_FRAME_LIMITS, ...options.frameLimits };
   const connections = new Set<ClientConnection>();
@@ -141,6 +149,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
   // Before anyone can attach: a checkpointed run must already be live under its id when its owner asks.
   const continuing = service.continueCheckpointed().then((continued) => {
     if (continued.length > 0) log.info({ runs: continued }, 'continuing children checkpointed by the previous daemon');
+    children.adoptLiveTurns();
   });
   const retentionMs = (options.sessionRetentionDays ?? 14) * 86_400_000;
   pruneSessions(files.sessions, retentionMs, log);
@@ -195,6 +204,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
       output,
       {
         service,
+        children,
         identity,
         limits,
         token: connectionToken,
@@ -230,6 +240,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
 
   const daemon: Daemon = {
     service,
+    children,
     identity,
     log,
     whenClosed,
@@ -306,6 +317,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
       closing ??= (async () => {
         log.info({ drain, timeoutMs }, 'daemon shutting down');
         await service.shutdown(drain, timeoutMs);
+        children.close();
         // Stop accepting first; a listener finishes closing only once its connections are gone.
         const stopped = listeners.map((listener) => listener.close());
         await Promise.allSettled([...connections].map((c) => c.close('daemon shut down')));

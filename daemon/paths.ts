@@ -14,5 +14,6 @@ export const stateFiles = (stateDir: string) => ({
   log: join(stateDir, 'daemon.log'),
   lock: join(stateDir, 'daemon.lock'),
   runIndex: join(stateDir, 'runs.jsonl'),
+  children: join(stateDir, 'children.jsonl'),
   sessions: join(stateDir, 'sessions'),
 });

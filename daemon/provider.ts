@@ -7,6 +7,7 @@
 import type { Logger } from 'pino';
 import type {
   ContentBlock,
+  InterruptLevel,
   SubagentResult,
   SubagentRun,
   ToolFilter,
@@ -47,6 +48,8 @@ export interface ProviderStartRequest extends SubagentStartRequestBase {
   /** Allow-listed environment for the child's tools; the daemon's own env is never inherited. */
   readonly env?: Readonly<Record<string, string>>;
   readonly host: RunHost;
+  /** A continuable child's `report` tool delivers here (by the child's own id); absent otherwise. */
+  readonly report?: (childId: string, output: string, mode: 'quiet' | 'next-step') => void;
 }
 
 /**
@@ -55,6 +58,8 @@ export interface ProviderStartRequest extends SubagentStartRequestBase {
  */
 export interface DaemonRun extends Omit<SubagentRun, 'resume'> {
   resume?(content: ContentBlock[], options?: { signal?: AbortSignal }): Promise<DaemonRun>;
+  /** Optional: stop at a step boundary (`after-step`); without it every interrupt is `now`. */
+  interrupt?(level: InterruptLevel): void;
 }
 
 /** What a later daemon knows of a child it did not run: from the run index. */
@@ -64,6 +69,10 @@ export interface RestoreContext {
   readonly result: SubagentResult;
   readonly persona?: string;
   readonly toolFilter?: ToolFilter;
+  /** The start's depth cap, which binds the child's own nested delegation. */
+  readonly maxDepth?: number;
+  /** A continuable child's `report` sink: the restored child gets its `report` tool back. */
+  readonly report?: ProviderStartRequest['report'];
 }
 
 /** A provider the daemon can host. `runtime` advertises which optional run methods exist. */

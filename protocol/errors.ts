@@ -31,6 +31,8 @@ export const SUBAGENT_ERROR_CODES = {
    * it has no outcome here. Re-attach with the run token and wait on the next daemon.
    */
   HANDED_OVER: -32032,
+  /** A continuable child has no durable record to be resumed from. */
+  NOT_RESUMABLE: -32033,
   /** The start was cancelled before the child was ready. */
   ABORTED: -32800,
   // Client side only: the daemon went away or stopped answering.

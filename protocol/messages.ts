@@ -6,7 +6,11 @@ import { NotificationType, RequestType } from 'vscode-jsonrpc';
 import type { SubagentErrorData } from './errors.js';
 import type {
   AgentOptions,
+  ChildListing,
+  ChildReport,
+  ChildSettledNotice,
   ContentBlock,
+  InterruptLevel,
   ObjectJsonSchema,
   SessionEvent,
   SessionHeader,
@@ -94,6 +98,12 @@ export interface InitializeResult {
   readonly providers: ProviderDescriptor[];
   /** Answered to LSP-style clients only: the daemon offers no language features. */
   readonly capabilities?: Record<string, never>;
+  /** Optional daemon features; absent keys mean unsupported (older daemons send none). */
+  readonly features?: DaemonFeatures;
+}
+export interface DaemonFeatures {
+  /** The `child/*` methods and the `child/settled` notification. */
+  readonly continuableChildren?: boolean;
 }
 export const InitializeRequest = new RequestType<InitializeParams, InitializeResult, SubagentErrorData>('initialize');
 /** LSP's end of a session, for LSP-style clients: `shutdown` is answered (the daemon stays up), `exit` closes the connection. */
@@ -140,7 +150,11 @@ export interface RunParams {
   readonly runId: string;
 }
 export type EmptyResult = Record<string, never>;
-export const CancelRequest = new RequestType<RunParams, EmptyResult, SubagentErrorData>('run/cancel');
+export interface CancelParams extends RunParams {
+  /** `now` (the default) stops at once; `after-step` lets the current model step and its tool calls finish. */
+  readonly level?: InterruptLevel;
+}
+export const CancelRequest = new RequestType<CancelParams, EmptyResult, SubagentErrorData>('run/cancel');
 export const DisposeRequest = new RequestType<RunParams, EmptyResult, SubagentErrorData>('run/dispose');
 export const WaitRequest = new RequestType<RunParams, SubagentResult, SubagentErrorData>('run/wait');
 
@@ -167,6 +181,8 @@ export interface RunInfo {
   readonly settledAt?: string;
   /** Whether the asking connection owns the run. */
   readonly mine: boolean;
+  /** Nested delegation: the run whose child started this one. */
+  readonly parentRunId?: string;
   readonly usage?: Usage;
   /** The settled result's diagnostic (why it failed, what was refused), as stored. */
   readonly diagnostic?: string;
@@ -273,6 +289,63 @@ export interface ShutdownParams {
 export const ShutdownRequest = new RequestType<ShutdownParams, EmptyResult, SubagentErrorData>('daemon/shutdown');
 
 // ---------------------------------------------------------------------------------------------
+// Continuable children, client → daemon. Every call names the caller's owner key: a secret the
+// client chose, whose hash the daemon keeps in the child's durable record. Children belong to
+// (owner key, parent session); other keys get NOT_OWNER.
+
+export interface ChildOwnerParams {
+  /** The client's secret owner key (at least 16 characters); keep it out of logs. */
+  readonly ownerKey: string;
+}
+export interface ChildStartParams extends ChildOwnerParams {
+  readonly provider: string;
+  /** The first message. */
+  readonly prompt: ContentBlock[];
+  readonly parent: ParentRef;
+  /** A short display name, shown by `child/list` and in the settlement notice. */
+  readonly label?: string;
+  readonly agentOptions?: AgentOptions;
+  readonly maxDepth?: number;
+  readonly toolFilter?: ToolFilter;
+  readonly persona?: string;
+  readonly env?: Record<string, string>;
+}
+export interface ChildMessageResult {
+  readonly childId: string;
+  readonly messageId: string;
+}
+export const ChildStartRequest = new RequestType<ChildStartParams, ChildMessageResult, SubagentErrorData>('child/start');
+
+export interface ChildSendParams extends ChildOwnerParams {
+  readonly childId: string;
+  /** The sender's session id: it must be the child's direct parent. */
+  readonly from: string;
+  readonly message: ContentBlock[];
+}
+export const ChildSendRequest = new RequestType<ChildSendParams, ChildMessageResult, SubagentErrorData>('child/send');
+
+export interface ChildInterruptParams extends ChildOwnerParams {
+  readonly childId: string;
+  /** The interrupter's session id: the child's parent or an ancestor. */
+  readonly by: string;
+  readonly level?: InterruptLevel;
+}
+export const ChildInterruptRequest = new RequestType<ChildInterruptParams, EmptyResult, SubagentErrorData>('child/interrupt');
+
+export interface ChildListParams extends ChildOwnerParams {
+  /** Whose children: a parent session id (a client's agent, or a child's own id). */
+  readonly of: string;
+  readonly scope?: 'children' | 'descendants';
+}
+export const ChildListRequest = new RequestType<ChildListParams, ChildListing, SubagentErrorData>('child/list');
+
+export interface ChildAttachResult {
+  /** Settlement notices that waited for this owner and were sent now, as `child/settled`. */
+  readonly delivered: number;
+}
+export const ChildAttachRequest = new RequestType<ChildOwnerParams, ChildAttachResult, SubagentErrorData>('child/attach');
+
+// ---------------------------------------------------------------------------------------------
 // Notifications, daemon → client
 
 export interface ProviderAddedParams {
@@ -304,6 +377,19 @@ export interface RunEventParams {
   readonly event: RunEvent;
 }
 export const RunEventNotification = new NotificationType<RunEventParams>('run/event');
+
+/** A continuable child's turn settled with nothing left in its inbox; sent to its owner's connections. */
+export interface ChildSettledParams extends ChildSettledNotice {
+  /** The parent session the child belongs to. */
+  readonly parentId: string;
+}
+export const ChildSettledNotification = new NotificationType<ChildSettledParams>('child/settled');
+
+/** A continuable child used its `report` tool; sent to its owner's connections (not kept). */
+export interface ChildReportParams extends ChildReport {
+  readonly parentId: string;
+}
+export const ChildReportNotification = new NotificationType<ChildReportParams>('child/report');
 
 // ---------------------------------------------------------------------------------------------
 // Requests, daemon → client

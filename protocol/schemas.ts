@@ -166,10 +166,35 @@ const runInfo = obj(
     startedAt: str(64),
     settledAt: str(64),
     mine: { type: 'boolean' },
+    parentRunId: runId,
     usage,
     diagnostic: str(8192),
   },
   ['runId', 'id', 'provider', 'state', 'startedAt', 'mine'],
+);
+const interruptLevel: Schema = { enum: ['after-step', 'now'] };
+const childId = nonEmpty(256);
+/** A secret the client chose; only its hash is kept. */
+const ownerKey: Schema = { type: 'string', minLength: 16, maxLength: 256 };
+const childListing = obj(
+  {
+    entries: arr(
+      obj(
+        {
+          id: childId,
+          status: { enum: ['running', 'idle'] },
+          label: str(1024),
+          hasChildren: { type: 'boolean' },
+          parentId: nonEmpty(256),
+          depth: count,
+        },
+        ['id', 'status', 'hasChildren'],
+      ),
+      100_000,
+    ),
+    diagnostics: arr(str(8192), 10_000),
+  },
+  ['entries', 'diagnostics'],
 );
 const identity = obj(
   { name: { const: 'subagentd' }, version: str(64), pid: count, startedAt: str(64), epoch: nonEmpty(128) },
@@ -223,7 +248,7 @@ export const requestSchemas = {
     },
     ['provider', 'prompt', 'parent'],
   ),
-  'run/cancel': obj({ runId }, ['runId']),
+  'run/cancel': obj({ runId, level: interruptLevel }, ['runId']),
   'run/dispose': obj({ runId }, ['runId']),
   'run/wait': obj({ runId }, ['runId']),
   'run/inspect': obj({ runId, runToken: nonEmpty(256) }, ['runId']),
@@ -238,6 +263,25 @@ export const requestSchemas = {
     limit: { type: 'integer', minimum: 1, maximum: 100_000 },
     cursor: nonEmpty(256),
   }),
+  'child/start': obj(
+    {
+      ownerKey,
+      provider: nonEmpty(128),
+      prompt: content,
+      parent: parentRef,
+      label: str(1024),
+      agentOptions,
+      maxDepth: num,
+      toolFilter,
+      persona: { type: 'string', maxLength: 256 * 1024 },
+      env: { type: 'object', additionalProperties: str(64 * 1024), maxProperties: 256 },
+    },
+    ['ownerKey', 'provider', 'prompt', 'parent'],
+  ),
+  'child/send': obj({ ownerKey, childId, from: nonEmpty(256), message: content }, ['ownerKey', 'childId', 'from', 'message']),
+  'child/interrupt': obj({ ownerKey, childId, by: nonEmpty(256), level: interruptLevel }, ['ownerKey', 'childId', 'by']),
+  'child/list': obj({ ownerKey, of: nonEmpty(256), scope: { enum: ['children', 'descendants'] } }, ['ownerKey', 'of']),
+  'child/attach': obj({ ownerKey }, ['ownerKey']),
   'daemon/status': obj({}),
   'daemon/shutdown': obj({ drain: { type: 'boolean' }, timeoutMs: { type: 'integer', minimum: 0, maximum: 86_400_000 } }),
   /** Replies to daemon → client requests. */
@@ -253,7 +297,12 @@ export const requestSchemas = {
 /** Inbound at the client: daemon results, notifications and daemon → client requests. */
 export const clientInboundSchemas = {
   'initialize#result': obj(
-    { protocolVersion: nonEmpty(64), daemon: identity, providers: arr(providerDescriptor, 1024) },
+    {
+      protocolVersion: nonEmpty(64),
+      daemon: identity,
+      providers: arr(providerDescriptor, 1024),
+      features: { type: 'object', properties: { continuableChildren: { type: 'boolean' } } },
+    },
     ['protocolVersion', 'daemon', 'providers'],
     true,
   ),
@@ -292,6 +341,18 @@ export const clientInboundSchemas = {
       },
     },
     ['runId', 'event'],
+  ),
+  'child/start#result': obj({ childId, messageId: nonEmpty(128) }, ['childId', 'messageId']),
+  'child/send#result': obj({ childId, messageId: nonEmpty(128) }, ['childId', 'messageId']),
+  'child/list#result': childListing,
+  'child/attach#result': obj({ delivered: count }, ['delivered']),
+  'child/report': obj(
+    { childId, parentId: nonEmpty(256), label: str(1024), output: str(1024 * 1024), mode: { enum: ['quiet', 'next-step'] } },
+    ['childId', 'parentId', 'output', 'mode'],
+  ),
+  'child/settled': obj(
+    { childId, parentId: nonEmpty(256), label: str(1024), messageId: nonEmpty(128), stopReason: nonEmpty(64), text: str(64 * 1024) },
+    ['childId', 'parentId', 'stopReason', 'text'],
   ),
   'runs/list#result': obj({ runs: arr(runInfo, 1_000_000), nextCursor: nonEmpty(256) }, ['runs'], true),
   'run/inspect#result': obj({ run: runInfo, header: { type: 'object' }, events: arr(sessionEvent, 1_000_000) }, ['run']),

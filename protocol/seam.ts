@@ -196,11 +196,25 @@ export type InterruptLevel = 'after-step' | 'now';
 /** The one message a parent gets when a background child settles. */
 export interface ChildSettledNotice {
   readonly childId: string;
+  /** The parent the child belongs to (added compatibly: lets one listener serve several parents). */
+  readonly parentId?: string;
+  /** The message whose turn settled last (added compatibly: lets a sender wait for its own answer). */
+  readonly messageId?: string;
   readonly label?: string;
   readonly stopReason: SubagentStopReason;
   /** "<label> finished|was stopped|ran out of room|declined|failed…", then its closing message or
    *  "It left no closing message." */
   readonly text: string;
+}
+
+/** What a continuable child tells its parent with its `report` tool, without ending its turn. */
+export interface ChildReport {
+  readonly childId: string;
+  readonly parentId?: string;
+  readonly label?: string;
+  readonly output: string;
+  /** `quiet`: for the parent's next turn; `next-step`: steer the parent's running turn. */
+  readonly mode: 'quiet' | 'next-step';
 }
 
 export interface ContinuableChildren<Request extends SubagentStartRequestBase = SubagentStartRequestBase, Parent = unknown> {
@@ -213,4 +227,6 @@ export interface ContinuableChildren<Request extends SubagentStartRequestBase = 
   list(of: Parent, scope?: 'children' | 'descendants'): Promise<ChildListing>;
   /** Settlement notices for children of `parent`; a disconnected owner gets them on re-attach. */
   onSettled(listener: (notice: ChildSettledNotice) => void): { dispose(): void };
+  /** Optional (added compatibly): reports children send with their `report` tool. */
+  onReport?(listener: (report: ChildReport) => void): { dispose(): void };
 }

@@ -70,6 +70,8 @@ const runInfo = {
   usage,
 };
 
+const OWNER_KEY = 'an-owner-key-of-16-or-more';
+
 const daemonExamples: Partial<Record<DaemonInbound, unknown[]>> = {
   initialize: [
     { protocolVersion: '1.0.0', clientInfo: { name: 'fuzz', version: '1' }, token: 't' },
@@ -92,7 +94,7 @@ const daemonExamples: Partial<Record<DaemonInbound, unknown[]>> = {
       stream: true,
     },
   ],
-  'run/cancel': [{ runId: 'run_1' }],
+  'run/cancel': [{ runId: 'run_1' }, { runId: 'run_1', level: 'after-step' }],
   'run/dispose': [{ runId: 'run_1' }],
   'run/wait': [{ runId: 'run_1' }],
   'run/inspect': [{ runId: 'run_1' }],
@@ -100,6 +102,14 @@ const daemonExamples: Partial<Record<DaemonInbound, unknown[]>> = {
   'run/sendMessage': [{ runId: 'run_1', content: [text] }],
   'run/resume': [{ runId: 'run_1', prompt: [text], stream: false }],
   'runs/list': [{}, { state: 'running', provider: 'echo' }],
+  'child/start': [
+    { ownerKey: OWNER_KEY, provider: 'spawn', prompt: [text], parent: { sessionId: 's', cwd: '/tmp' } },
+    { ownerKey: OWNER_KEY, provider: 'spawn', prompt: [text], parent: { sessionId: 's', cwd: '/tmp' }, label: 'l', maxDepth: 2, persona: 'p', env: { A: 'b' } },
+  ],
+  'child/send': [{ ownerKey: OWNER_KEY, childId: 'child-1', from: 's', message: [text] }],
+  'child/interrupt': [{ ownerKey: OWNER_KEY, childId: 'child-1', by: 's' }, { ownerKey: OWNER_KEY, childId: 'child-1', by: 's', level: 'now' }],
+  'child/list': [{ ownerKey: OWNER_KEY, of: 's' }, { ownerKey: OWNER_KEY, of: 's', scope: 'descendants' }],
+  'child/attach': [{ ownerKey: OWNER_KEY }],
   'daemon/status': [{}],
   shutdown: [{}],
   'daemon/shutdown': [{}, { drain: true, timeoutMs: 1000 }],
@@ -138,6 +148,15 @@ const clientExamples: Partial<Record<ClientInbound, unknown[]>> = {
       shuttingDown: false,
     },
   ],
+  'child/start#result': [{ childId: 'child-1', messageId: 'msg_1' }],
+  'child/send#result': [{ childId: 'child-1', messageId: 'msg_2' }],
+  'child/list#result': [
+    { entries: [], diagnostics: [] },
+    { entries: [{ id: 'child-1', status: 'idle', label: 'l', hasChildren: true, parentId: 's', depth: 1 }], diagnostics: ['line 3 unreadable'] },
+  ],
+  'child/attach#result': [{ delivered: 0 }],
+  'child/report': [{ childId: 'child-1', parentId: 's', output: 'halfway', mode: 'quiet' }],
+  'child/settled': [{ childId: 'child-1', parentId: 's', label: 'l', stopReason: 'completed', text: 'l finished. It left no closing message.' }],
   'tool/call': [{ runId: 'run_1', callId: 'c1', name: 'lookup', arguments: { q: 'x' } }],
   'permission/request': [{ runId: 'run_1', title: 'write a file', options: [{ optionId: 'a', name: 'Allow', kind: 'allow_once' }] }],
 };

@@ -27,6 +27,8 @@ export interface TurnContext {
   readonly maxOutputBytes?: number;
   /** True when the turn must end after the current tool call (a structured result was captured). */
   readonly captured: () => boolean;
+  /** True once an `after-step` interrupt asked the turn to stop at the next step boundary. */
+  readonly stopRequested: () => boolean;
   readonly log: Logger;
 }
 
@@ -54,6 +56,8 @@ export async function runTurn(ctx: TurnContext, prompt: ContentBlock[]): Promise
   append({ type: 'user/message', content: structuredClone(prompt) });
   for (let steps = 0; ; steps += 1) {
     if (ctx.signal.aborted) return end('aborted');
+    // An after-step interrupt lets the step it arrived in finish (tool results included), then stops.
+    if (steps > 0 && ctx.stopRequested()) return end('aborted', 'interrupted after a step');
     for (const content of ctx.steering.drain()) append({ type: 'steering/message', content });
     if (steps >= ctx.maxSteps) return end('max-steps', `stopped after ${ctx.maxSteps} model steps without finishing`);
 

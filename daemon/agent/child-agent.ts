@@ -34,6 +34,7 @@ export interface ChildAgentConfig {
 export class ChildAgent {
   private readonly steering = new SteeringQueue();
   private busy = false;
+  private stopAfterStep = false;
 
   private constructor(
     private readonly config: ChildAgentConfig,
@@ -74,6 +75,11 @@ export class ChildAgent {
     return this.busy;
   }
 
+  /** Asks the running turn to end at its next step boundary (an `after-step` interrupt); no-op when idle. */
+  interruptAfterStep(): void {
+    if (this.busy) this.stopAfterStep = true;
+  }
+
   /** Queues content for the running turn's next step boundary; RUN_STATE when no turn runs. */
   steer(content: ContentBlock[]): void {
     this.steering.push(content);
@@ -86,6 +92,7 @@ export class ChildAgent {
   async run(prompt: ContentBlock[], signal: AbortSignal): Promise<SubagentResult> {
     if (this.busy) throw new SubagentError('RUN_STATE', `child ${this.id} is already running`);
     this.busy = true;
+    this.stopAfterStep = false;
     // Open for steering now: a message sent right after start is folded in before the first step.
     this.steering.open();
     const { host, structured } = this.config;
@@ -107,6 +114,7 @@ export class ChildAgent {
           emit: (event) => host.emit(event),
           ...(host.maxOutputBytes !== undefined && { maxOutputBytes: host.maxOutputBytes }),
           captured: () => structured?.captured ?? false,
+          stopRequested: () => this.stopAfterStep,
           log: this.config.log,
         },
         prompt,

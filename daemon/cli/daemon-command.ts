@@ -5,6 +5,7 @@ import { createBuiltinProviders } from '../builtin-providers.js';
 import { ConfigError } from '../config.js';
 import { createDaemon } from '../daemon.js';
 import { DaemonSettings } from '../reload.js';
+import { Delegation } from '../service/delegation.js';
 import { createLogger } from '../logger.js';
 import { stateFiles } from '../paths.js';
 import { installProcessGuards } from '../process-guards.js';
@@ -52,13 +53,23 @@ export async function daemonCommand(argv: string[]): Promise<number> {
   const env = { ...process.env, ...secrets.values };
   // Reloadable: the model settings and ACP providers follow `subagentd reload` / SIGHUP.
   const reloadable = new DaemonSettings(settings.configPath, settings.config, settings.stateDir, env, log);
-  const [spawnProvider, forkProvider] = createBuiltinProviders({ ...settings.config, providers: [] }, settings.stateDir, log, env, reloadable.resolveModel);
+  // Nested delegation: spawn/fork children get the subagent tool, mounted once the service exists.
+  const delegation = settings.config.delegation ? new Delegation(settings.config.delegation) : undefined;
+  const [spawnProvider, forkProvider] = createBuiltinProviders(
+    { ...settings.config, providers: [] },
+    settings.stateDir,
+    log,
+    env,
+    reloadable.resolveModel,
+    delegation,
+  );
   const providers = [
     spawnProvider!,
     forkProvider!,
     ...(await loadProviderModules(settings.config.providerModules ?? [], { stateDir: settings.stateDir, config: settings.config, log })),
   ];
   const daemon = createDaemon({
+    ...(delegation && { delegation }),
     stateDir: settings.stateDir,
     providers,
     log,

@@ -14,6 +14,7 @@ import {
   type ContentBlock,
   type EndParams,
   type InspectResult,
+  type InterruptLevel,
   type PermissionParams,
   type PermissionResult,
   type RunEvent,
@@ -43,6 +44,8 @@ import { pageOfRuns, type ListedRun } from './run-listing.js';
 export interface RunOwner {
   readonly id: string;
   readonly open: boolean;
+  /** Its runs stay resumable in the run index across a daemon shutdown (continuable children). */
+  readonly durable?: boolean;
   notifyStart(event: SubagentStartEvent): void;
   notifyEnd(event: EndParams): void;
   notifyRunEvent(event: RunEventParams): void;
@@ -65,6 +68,11 @@ export type LifecycleListener = (
   event: { kind: 'start'; payload: SubagentStartEvent } | { kind: 'end'; payload: EndParams },
 ) => void | Promise<void>;
 
+export interface StartExtras {
+  readonly parentRunId?: string;
+  readonly report?: ProviderStartRequest['report'];
+}
+
 export interface ServiceOptions {
   readonly admission?: AdmissionLimits;
   /** How long a disconnected client's runs wait for it to re-attach before they are cancelled. */
@@ -77,6 +85,8 @@ export interface ServiceOptions {
 
 interface RunRecord {
   readonly runId: string;
+  /** The run whose child started this one (nested delegation inside the daemon). */
+  readonly parentRunId?: string;
   readonly provider: string;
   readonly id: string;
   readonly local: boolean;
@@ -210,7 +220,12 @@ export class SubagentService {
     return interrupted;
   }
 
-  async start(params: StartParams, owner: RunOwner, cancel: AbortSignal): Promise<StartResult> {
+  /**
+   * `extras.parentRunId`: a child of this daemon delegates (see delegation.ts); cancelling that run
+   * cancels this one. `extras.report`: the sink of a continuable child's `report` tool (children.ts).
+   */
+  async start(params: StartParams, owner: RunOwner, cancel: AbortSignal, extras: StartExtras = {}): Promise<StartResult> {
+    const { parentRunId } = extras;
     if (this.shuttingDown) throw new SubagentError('SHUTTING_DOWN', 'the daemon is shutting down and accepts no new runs');
     const provider = this.registry.get(params.provider);
     if (!provider) {
@@ -232,7 +247,7 @@ export class SubagentService {
     try {
       this.index?.assertRecordable(); // a run the index cannot hold would be lost at a restart
       release = await this.admission.acquire(owner.id, abort.signal);
-      run = await provider.start(toProviderRequest(params, depth, abort.signal, host));
+      run = await provider.start({ ...toProviderRequest(params, depth, abort.signal, host), ...(extras.report && { report: extras.report }) });
     } catch (error) {
       release?.();
       throw this.startFailure(error, abort.signal, provider.name);
@@ -246,8 +261,13 @@ export class SubagentService {
       release();
       throw new SubagentError('ABORTED', 'start was cancelled before the child was ready');
     }
-    const restore = { ...(params.persona !== undefined && { persona: params.persona }), ...(params.toolFilter && { toolFilter: params.toolFilter }) };
-    return this.publish(provider.name, run, owner, abort, host, release, { restore });
+    const restore = {
+      ...(params.persona !== undefined && { persona: params.persona }),
+      ...(params.toolFilter && { toolFilter: params.toolFilter }),
+      // The lineage's depth cap, for a restored child's nested delegation.
+      ...(params.maxDepth !== undefined && { maxDepth: params.maxDepth }),
+    };
+    return this.publish(provider.name, run, owner, abort, host, release, { restore, ...(parentRunId !== undefined && { parentRunId }) });
   }
 
   /** Publish a ready run: observe its result first, so even a settled child emits start before end. */
@@ -258,7 +278,7 @@ export class SubagentService {
     abort: AbortController,
     host: ServiceRunHost,
     release: Release,
-    lineage: { resumedFrom?: string; restore?: IndexedRun['restore']; tokenHash?: string; startedAt?: string } = {},
+    lineage: { resumedFrom?: string; restore?: IndexedRun['restore']; tokenHash?: string; startedAt?: string; parentRunId?: string } = {},
   ): StartResult {
     const identity: SubagentStartEvent = { runId: host.runId, provider, id: run.id, local: run.localAgent !== undefined };
     // A continuation keeps its run's token (the owner re-attaches with the one it holds).
@@ -272,6 +292,7 @@ export class SubagentService {
     settled.catch(() => undefined);
     const record: RunRecord = {
       ...identity,
+      ...(lineage.parentRunId !== undefined && { parentRunId: lineage.parentRunId }),
       owner,
       tokenHash: lineage.tokenHash ?? hashToken(runToken),
       run,
@@ -292,6 +313,7 @@ export class SubagentService {
       daemonEpoch: this.epoch,
       daemonPid: process.pid,
       ...(lineage.resumedFrom !== undefined && { resumedFrom: lineage.resumedFrom }),
+      ...(lineage.parentRunId !== undefined && { parentRunId: lineage.parentRunId }),
       ...(lineage.restore !== undefined && { restore: lineage.restore }),
     }, true);
     this.log.info({ runId: record.runId, provider, owner: owner.id }, 'run started');
@@ -386,9 +408,29 @@ export class SubagentService {
     return record;
   }
 
-  cancel(runId: string, owner: RunOwner): void {
+  /** `after-step` needs the provider's `interrupt`; without it the run stops `now`. */
+  cancel(runId: string, owner: RunOwner, level: InterruptLevel = 'now'): void {
     const record = this.owned(runId, owner);
-    if (record.state === 'running') record.abort.abort(new SubagentError('ABORTED', 'the run was cancelled'));
+    if (record.state !== 'running') return;
+    if (level === 'after-step' && record.run?.interrupt) record.run.interrupt('after-step');
+    else {
+      record.abort.abort(new SubagentError('ABORTED', 'the run was cancelled'));
+      this.cancelDescendants(record.runId);
+    }
+  }
+
+  /** Nested delegation: a cancelled or disposed run takes the runs its child started down with it. */
+  private cancelDescendants(runId: string): void {
+    for (const child of this.runs.values()) {
+      if (child.parentRunId !== runId || child.state !== 'running') continue;
+      child.abort.abort(new SubagentError('ABORTED', `its parent run ${runId} was cancelled`));
+      this.cancelDescendants(child.runId);
+    }
+  }
+
+  /** The connection a live run belongs to now (nested starts and waits act as it). */
+  ownerOf(runId: string): RunOwner | undefined {
+    return this.runs.get(runId)?.owner;
   }
 
   dispose(runId: string, owner: RunOwner): Promise<void> {
@@ -399,6 +441,7 @@ export class SubagentService {
     clearTimeout(record.graceTimer);
     record.disposing ??= (async () => {
       if (record.state === 'running') record.abort.abort(new SubagentError('ABORTED', 'the run was disposed'));
+      this.cancelDescendants(record.runId);
       try {
         await record.run?.dispose();
         // A run disposed while running settles (aborted) first: record that before 'disposed'.
@@ -407,7 +450,8 @@ export class SubagentService {
         record.state = 'disposed';
         // A disposed child's session stays on disk; holding it in memory too would only grow.
         record.run = undefined;
-        if (!record.checkpointed && !record.keptForNextDaemon) this.index?.update(record.runId, { state: 'disposed' });
+        const keep = record.checkpointed || record.keptForNextDaemon || (this.shuttingDown && record.owner.durable === true);
+        if (!keep) this.index?.update(record.runId, { state: 'disposed' });
         this.disposedCount += 1;
         this.pruneDisposed();
       }
@@ -434,9 +478,10 @@ export class SubagentService {
     send.call(record.run, content);
   }
 
-  async resume(runId: string, owner: RunOwner, prompt: ContentBlock[], stream: boolean): Promise<StartResult> {
+  /** `report`: a continuable child's report sink, for a child that must first be restored (children.ts). */
+  async resume(runId: string, owner: RunOwner, prompt: ContentBlock[], stream: boolean, report?: StartExtras['report']): Promise<StartResult> {
     const record = this.owned(runId, owner);
-    if (!record.run) await this.restoreRun(record, owner, stream);
+    if (!record.run) await this.restoreRun(record, owner, stream, report);
     if (!record.run) throw new SubagentError('RUN_STATE', `run ${runId} has no live child`);
     const resume = record.run.resume;
     if (!resume) throw new SubagentError('UNSUPPORTED_OPERATION', `provider "${record.provider}" does not support resume`);
@@ -462,7 +507,7 @@ export class SubagentService {
   }
 
   /** A run a previous daemon ran: its provider brings the child back from its log, if it can. */
-  private async restoreRun(record: RunRecord, owner: RunOwner, stream: boolean): Promise<void> {
+  private async restoreRun(record: RunRecord, owner: RunOwner, stream: boolean, report?: StartExtras['report']): Promise<void> {
     const provider = this.registry.get(record.provider);
     if (!provider?.restore) {
       throw new SubagentError('UNSUPPORTED_OPERATION', `run ${record.runId} was run by a previous daemon and provider "${record.provider}" cannot restore it`);
@@ -470,10 +515,12 @@ export class SubagentService {
     const host = new ServiceRunHost(record.runId, owner, stream, this.log.child({ runId: record.runId, provider: record.provider }), this.maxOutputBytes);
     const stored = this.index?.get(record.runId)?.restore;
     record.run = await provider.restore(record.id, {
+      ...(report && { report }),
       host,
       result: record.result ?? { output: [], stopReason: 'error' },
       ...(stored?.persona !== undefined && { persona: stored.persona }),
       ...(stored?.toolFilter && { toolFilter: stored.toolFilter }),
+      ...(stored?.maxDepth !== undefined && { maxDepth: stored.maxDepth }),
     });
     record.host = host;
     this.log.info({ runId: record.runId, child: record.id }, 'restored a child from its session log');
@@ -668,6 +715,7 @@ export class SubagentService {
       result: { output: [], stopReason: 'aborted' },
       ...(stored.restore?.persona !== undefined && { persona: stored.restore.persona }),
       ...(stored.restore?.toolFilter && { toolFilter: stored.restore.toolFilter }),
+      ...(stored.restore?.maxDepth !== undefined && { maxDepth: stored.restore.maxDepth }),
     });
     const abort = new AbortController();
     const release = await this.admission.acquire(DETACHED.id, abort.signal);
@@ -715,7 +763,15 @@ function toProviderRequest(params: StartParams, depth: number, signal: AbortSign
 
 /** The public record of a run, live or known only from the index. */
 function runInfo(
-  run: { runId: string; id: string; provider: string; startedAt: string; settledAt?: string | undefined; result?: SubagentResult | undefined },
+  run: {
+    runId: string;
+    id: string;
+    provider: string;
+    startedAt: string;
+    settledAt?: string | undefined;
+    result?: SubagentResult | undefined;
+    parentRunId?: string | undefined;
+  },
   state: RunState,
   mine: boolean,
 ): RunInfo {
@@ -726,6 +782,7 @@ function runInfo(
     state,
     startedAt: run.startedAt,
     mine,
+    ...(run.parentRunId !== undefined && { parentRunId: run.parentRunId }),
     ...(run.result && { stopReason: run.result.stopReason }),
     ...(run.settledAt !== undefined && { settledAt: run.settledAt }),
     ...(run.result?.usage && { usage: run.result.usage }),

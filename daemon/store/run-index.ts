@@ -47,10 +47,12 @@ export interface IndexedRun {
   /** The daemon that ran it: a restarted daemon tells its own runs from a dead one's. */
   readonly daemonEpoch: string;
   readonly daemonPid: number;
+  /** The run whose child started this one (nested delegation). */
+  readonly parentRunId?: string;
   /** Earlier run of the same child, for resumptions. */
   readonly resumedFrom?: string;
   /** What a later daemon needs to restore the child faithfully (see providers' `restore`). */
-  readonly restore?: { readonly persona?: string; readonly toolFilter?: ToolFilter };
+  readonly restore?: { readonly persona?: string; readonly toolFilter?: ToolFilter; readonly maxDepth?: number };
 }
 
 export interface IndexProblems {

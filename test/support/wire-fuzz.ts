@@ -35,6 +35,11 @@ export const EXAMPLES: Record<string, Record<string, unknown>> = {
   'runs/list': { state: 'settled' },
   'daemon/status': {},
   'daemon/shutdown': { drain: 'not a boolean' },
+  'child/start': { ownerKey: 'fuzz-owner-key-0123456789', provider: 'echo', prompt: [text], parent: { sessionId: 'fuzz', cwd: '/tmp' } },
+  'child/send': { ownerKey: 'fuzz-owner-key-0123456789', childId: 'child-fuzz', from: 'fuzz', message: [text] },
+  'child/interrupt': { ownerKey: 'fuzz-owner-key-0123456789', childId: 'child-fuzz', by: 'fuzz', level: 'now' },
+  'child/list': { ownerKey: 'fuzz-owner-key-0123456789', of: 'fuzz', scope: 'descendants' },
+  'child/attach': { ownerKey: 'fuzz-owner-key-0123456789' },
 };
 
 export const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);

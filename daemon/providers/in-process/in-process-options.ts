@@ -1,7 +1,8 @@
 /** Configuration shared by the in-process providers (`spawn`, `fork`). */
 import type { Logger } from 'pino';
 import type { ModelResolver } from '../../agent/model/model-adapter.js';
-import type { ToolPolicy } from '../../agent/tools/tool.js';
+import type { AgentTool, ToolPolicy } from '../../agent/tools/tool.js';
+import type { NestedParent } from '../../service/delegation.js';
 
 export interface InProcessProviderOptions {
   /** Where session logs live (`${sessionsDir}/${id}.jsonl`). */
@@ -14,5 +15,7 @@ export interface InProcessProviderOptions {
   readonly personaVars?: Record<string, string>;
   /** Model steps per turn before the turn ends with `max-steps` (default 50). */
   readonly maxSteps?: number;
+  /** Nested delegation: the tools a new child of `provider` gets, as `parent` (none by default). */
+  readonly delegationTools?: (provider: string, parent: NestedParent) => AgentTool[];
   readonly log: Logger;
 }

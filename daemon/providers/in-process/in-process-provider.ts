@@ -15,6 +15,7 @@ import type { InProcessProviderOptions } from './in-process-options.js';
 import { InProcessRun, RestoredRun, type RunTracker } from './in-process-run.js';
 import { restoreChild } from './restore-child.js';
 import { prepareChild } from './prepare-child.js';
+import { reportTool } from '../../agent/tools/report-tool.js';
 
 export interface InProcessProvider extends DaemonProvider {
   start(request: ProviderStartRequest): Promise<InProcessRun>;
@@ -54,10 +55,24 @@ export function createInProcessProvider(flavour: Flavour, options: InProcessProv
       const aborted = (): SubagentError => new SubagentError('ABORTED', 'start was cancelled before the child was ready');
       if (request.signal.aborted) throw aborted();
 
-      const prepared = await prepareChild(flavour.name, request, options, flavour.seed(request));
+      const id = randomUUID();
+      let child: ChildAgent | undefined;
+      const report = request.report;
+      const nested = [
+        ...(report ? [reportTool((output, mode) => report(id, output, mode))] : []),
+        ...(options.delegationTools?.(flavour.name, {
+          sessionId: id,
+          cwd: request.parent.cwd,
+          depth: request.childDepth,
+          ...(request.maxDepth !== undefined && { maxDepth: request.maxDepth }),
+          runId: () => request.host.runId,
+          events: () => child?.events ?? [],
+        }) ?? []),
+      ];
+      const prepared = await prepareChild(flavour.name, request, options, flavour.seed(request), nested);
       const model = resolveModel(options, request.agentOptions?.model);
       const header: SessionHeader = {
-        id: randomUUID(),
+        id,
         parentSession: request.parent.sessionId,
         cwd: request.parent.cwd,
         delegationDepth: request.childDepth,
@@ -68,7 +83,7 @@ export function createInProcessProvider(flavour: Flavour, options: InProcessProv
       if (request.signal.aborted) throw aborted();
 
       const log = options.log.child({ provider: flavour.name, sessionId: header.id });
-      const child = await ChildAgent.create({
+      child = await ChildAgent.create({
         sessionsDir: options.sessionsDir,
         header,
         seed: prepared.seed,

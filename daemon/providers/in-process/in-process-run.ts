@@ -3,7 +3,7 @@
  * driven to its result. Cancellation comes from the child's lifetime signal (the start request's
  * signal, shared by every resumption) or from `dispose()`.
  */
-import { SubagentError, type ContentBlock, type SubagentResult, type SubagentRun } from '../../../protocol/index.js';
+import { SubagentError, type ContentBlock, type InterruptLevel, type SubagentResult, type SubagentRun } from '../../../protocol/index.js';
 import type { ChildAgent } from '../../agent/child-agent.js';
 
 export interface ResumeOptions {
@@ -51,6 +51,13 @@ export class InProcessRun implements SubagentRun<ChildAgent> {
       throw new SubagentError('RUN_STATE', `run ${this.id} has ${this.settled ? 'settled' : 'been cancelled'}; nothing reads this message`);
     }
     this.localAgent.steer(content);
+  }
+
+  /** `now` cancels the turn; `after-step` lets the current step finish first. No-op once settled. */
+  interrupt(level: InterruptLevel): void {
+    if (this.settled) return;
+    if (level === 'now') this.controller.abort();
+    else this.localAgent.interruptAfterStep();
   }
 
   /** Continues the settled child's session with `content` as a new user message. */

@@ -29,6 +29,8 @@ export async function prepareChild(
   request: ProviderStartRequest,
   options: InProcessProviderOptions,
   seed: readonly SessionEvent[],
+  /** Daemon-provided tools (nested delegation's `subagent`); filterable like the built-ins. */
+  extraTools: readonly AgentTool[] = [],
 ): Promise<PreparedChild> {
   const problem = seedProblem(seed);
   if (problem !== undefined) {
@@ -44,7 +46,7 @@ export async function prepareChild(
   });
 
   const declared = request.tools ?? [];
-  const reserved = new Set<string>([...BUILTIN_TOOL_NAMES, STRUCTURED_OUTPUT_TOOL]);
+  const reserved = new Set<string>([...BUILTIN_TOOL_NAMES, STRUCTURED_OUTPUT_TOOL, ...extraTools.map((tool) => tool.name)]);
   declared.forEach((tool, i) => {
     if (reserved.has(tool.name)) {
       throw new SubagentError('INVALID_REQUEST', `client tool "${tool.name}" clashes with a built-in tool`, { field: `/tools/${i}/name` });
@@ -60,7 +62,12 @@ export async function prepareChild(
   }
   let visible: (name: string) => boolean;
   try {
-    const known = [...BUILTIN_TOOL_NAMES, ...declared.map((tool) => tool.name), ...(structured ? [STRUCTURED_OUTPUT_TOOL] : [])];
+    const known = [
+      ...BUILTIN_TOOL_NAMES,
+      ...extraTools.map((tool) => tool.name),
+      ...declared.map((tool) => tool.name),
+      ...(structured ? [STRUCTURED_OUTPUT_TOOL] : []),
+    ];
     visible = compileToolFilter(filter, known);
   } catch (error) {
     if (error instanceof UnknownToolNameError) throw new SubagentError('INVALID_REQUEST', error.message, { field: '/toolFilter' });
@@ -70,6 +77,7 @@ export async function prepareChild(
   const host = request.host;
   const tools: AgentTool[] = [
     ...workspaceTools(root, options.policy, request.env ?? {}),
+    ...extraTools,
     ...clientTools(declared, host),
     ...(structured ? [structured.tool()] : []),
   ];

@@ -18,6 +18,8 @@ import { ToolRegistry } from '../../agent/tools/tool-registry.js';
 import { Workspace } from '../../workspace/workspace.js';
 import { BUILTIN_TOOL_NAMES, workspaceTools } from '../../agent/tools/workspace-tools.js';
 import type { InProcessProviderOptions } from './in-process-options.js';
+import { reportTool } from '../../agent/tools/report-tool.js';
+import type { AgentTool } from '../../agent/tools/tool.js';
 
 export async function restoreChild(provider: string, childId: string, context: RestoreContext, options: InProcessProviderOptions): Promise<ChildAgent> {
   const file = sessionFilePath(options.sessionsDir, childId);
@@ -37,8 +39,22 @@ export async function restoreChild(provider: string, childId: string, context: R
     throw new SubagentError('RUN_STATE', `the child's workspace ${header.cwd} is gone: ${(error as Error).message}`);
   });
   const listed = context.toolFilter ? ('allow' in context.toolFilter ? context.toolFilter.allow : context.toolFilter.deny) : [];
-  const tools = new ToolRegistry(workspaceTools(root, options.policy, {}), {
-    visible: compileToolFilter(context.toolFilter, [...BUILTIN_TOOL_NAMES, ...listed]),
+  // The daemon's own tools come back as they were given at start: report, nested delegation.
+  let child: ChildAgent | undefined;
+  const report = context.report;
+  const extra: AgentTool[] = [
+    ...(report ? [reportTool((output, mode) => report(childId, output, mode))] : []),
+    ...(options.delegationTools?.(provider, {
+      sessionId: header.id,
+      cwd: header.cwd,
+      depth: header.delegationDepth,
+      ...(context.maxDepth !== undefined && { maxDepth: context.maxDepth }),
+      runId: () => context.host.runId,
+      events: () => child?.events ?? [],
+    }) ?? []),
+  ];
+  const tools = new ToolRegistry([...workspaceTools(root, options.policy, {}), ...extra], {
+    visible: compileToolFilter(context.toolFilter, [...BUILTIN_TOOL_NAMES, ...extra.map((tool) => tool.name), ...listed]),
   });
   const vars = personaVariables(options.personaVars ?? {}, { cwd: header.cwd, provider, depth: header.delegationDepth });
   let model;
@@ -48,7 +64,7 @@ export async function restoreChild(provider: string, childId: string, context: R
     if (error instanceof ModelError) throw new SubagentError('RUN_STATE', `cannot restore child ${childId}: ${error.message}`);
     throw error;
   }
-  return ChildAgent.restore(
+  child = ChildAgent.restore(
     {
       sessionsDir: options.sessionsDir,
       header,
@@ -62,4 +78,5 @@ export async function restoreChild(provider: string, childId: string, context: R
     },
     session,
   );
+  return child;
 }
