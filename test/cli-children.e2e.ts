@@ -59,6 +59,6 @@ it('refuses what it cannot do with the daemon\'s typed error', async () => {
   expect(unknown.code).toBe(1);
   expect(unknown.stderr).toMatch(/^subagentd: no child no-such-child is recorded/m);
   const missing = await box.run(['send', 'only-an-id']);
-  expect(missing.code).toBe(1);
+  expect(missing.code).toBe(2); // a usage error
   expect(missing.stderr).toContain('send needs a child and a message');
 });
