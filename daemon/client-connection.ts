@@ -19,6 +19,7 @@ import {
   CLOSING_MESSAGE_PREFIX,
   DisposeRequest,
   EndNotification,
+  GcRequest,
   InitializeRequest,
   LspExitNotification,
   LspInitializedNotification,
@@ -46,6 +47,7 @@ import {
   type DaemonInbound,
   type EndParams,
   type InitializeParams,
+  type GcResult,
   type InitializeResult,
   type PermissionParams,
   type PermissionResult,
@@ -85,6 +87,8 @@ export interface ConnectionContext {
   readonly maxUnsentBytes: number;
   status(): StatusResult;
   shutdown(drain: boolean, timeoutMs: number): void;
+  /** Applies retention now (daemon/gc). */
+  gc(): GcResult;
   readonly log: Logger;
 }
 
@@ -340,6 +344,7 @@ export class ClientConnection implements RunOwner {
     this.handle(RunsListRequest, (params) => service.list(this, params));
     this.handle(InspectRequest, ({ runId, runToken }) => service.inspect(runId, this, runToken));
     this.handle(StatusRequest, () => this.ctx.status());
+    this.handle(GcRequest, () => this.ctx.gc());
     this.handle(ShutdownRequest, ({ drain, timeoutMs }) => {
       this.log.info({ drain, timeoutMs, client: this.clientName }, 'shutdown requested');
       setImmediate(() => this.ctx.shutdown(drain === true, timeoutMs ?? 30_000));

@@ -7,11 +7,16 @@
  * A run's first record is written at once, before its starter learns its token; later changes
  * are batched per event-loop turn into one write(2). No fsync: a killed process loses at most the
  * current turn's later changes (a run then reads as interrupted); a power cut may lose the tail,
- * which the reader tolerates as a torn line. At open the log is compacted to one line per run, dropping disposed runs past
- * retention.
+ * which the reader tolerates as a torn line.
+ *
+ * Only runs that may still change are kept in memory (running, starting, checkpointed, and this
+ * daemon's own). At open, and at each `archiveFinished` (gc), settled and disposed runs move to
+ * the archive on disk (run-archive.ts), written before the log is rewritten without them, so
+ * start-up reads the short log and the archive's offset index, never every stored record.
  */
 import { closeSync, copyFileSync, existsSync, openSync, readFileSync, renameSync, writeFileSync, writeSync } from 'node:fs';
 import { DEFAULT_MAX_STORED_OUTPUT_BYTES, capBlocks, truncationNote, type RunState, type SubagentResult, type ToolFilter } from '../../protocol/index.js';
+import { RunArchive } from './run-archive.js';
 
 /** `checkpointed`: stopped at a drain's timeout, to be continued by the next daemon. */
 export type IndexedState = RunState | 'checkpointed';
@@ -45,26 +50,54 @@ export class RunIndex {
   private fd: number | undefined;
   private pending: string[] = [];
   readonly problems: IndexProblems;
+  readonly archive: RunArchive;
 
   constructor(
     private readonly path: string,
-    private readonly retainDisposed = 10_000,
     /** The most output one record keeps: a record is a line rewritten on every change, and held in memory. */
     private readonly maxStoredOutputBytes = DEFAULT_MAX_STORED_OUTPUT_BYTES,
   ) {
     this.problems = this.load();
     // Keep the evidence: compaction would otherwise drop the unreadable lines for good.
     if (this.problems.corrupt.length > 0) copyFileSync(path, `${path}.corrupt-${Date.now()}`);
-    this.compact();
-    this.fd = openSync(path, 'a', 0o600);
+    this.archive = new RunArchive(path.replace(/\.jsonl$/, '') + '.archive.jsonl');
+    this.archiveFinished();
   }
 
+  /** A run's newest record: from memory, else read from the archive. */
   get(runId: string): IndexedRun | undefined {
-    return this.runs.get(runId);
+    return this.runs.get(runId) ?? this.archive.get(runId);
   }
 
+  /** The runs held in memory (every one that may still change), oldest first. */
   all(): IndexedRun[] {
     return [...this.runs.values()];
+  }
+
+  /** Every stored run, newest first: memory, then the archive read backwards as iterated. */
+  *newestFirst(): Generator<IndexedRun> {
+    const held = this.all();
+    for (let at = held.length - 1; at >= 0; at--) yield held[at]!;
+    for (const run of this.archive.newestFirst()) if (!this.runs.has(run.runId)) yield run;
+  }
+
+  /**
+   * Moves settled and disposed runs to the archive (oldest start first), then rewrites the log
+   * with what is left. A run that changes later is read back and archived again (last wins).
+   * Returns how many it moved.
+   */
+  archiveFinished(): number {
+    this.flush();
+    const finished = [...this.runs.values()].filter((r) => r.state === 'settled' || r.state === 'disposed');
+    finished.sort((a, b) => (a.startedAt < b.startedAt ? -1 : a.startedAt > b.startedAt ? 1 : 0));
+    this.archive.append(finished);
+    for (const run of finished) this.runs.delete(run.runId);
+    if (this.fd !== undefined) closeSync(this.fd);
+    const temp = `${this.path}.${process.pid}.tmp`;
+    writeFileSync(temp, [...this.runs.values()].map((r) => `${JSON.stringify(r)}\n`).join(''), { mode: 0o600 });
+    renameSync(temp, this.path);
+    this.fd = openSync(this.path, 'a', 0o600);
+    return finished.length;
   }
 
   /** `now`: written before returning (a run's first record: its owner is about to hold its token). */
@@ -86,7 +119,7 @@ export class RunIndex {
   }
 
   update(runId: string, change: Partial<IndexedRun>): IndexedRun | undefined {
-    const current = this.runs.get(runId);
+    const current = this.get(runId);
     if (!current) return undefined;
     const next = { ...current, ...change };
     this.put(next);
@@ -97,6 +130,7 @@ export class RunIndex {
     this.flush();
     if (this.fd !== undefined) closeSync(this.fd);
     this.fd = undefined;
+    this.archive.close();
   }
 
   private load(): IndexProblems {
@@ -116,15 +150,6 @@ export class RunIndex {
       }
     });
     return problems;
-  }
-
-  /** Rewrites the log as one line per run, keeping only the newest disposed runs. */
-  private compact(): void {
-    const disposed = [...this.runs.values()].filter((r) => r.state === 'disposed');
-    for (const run of disposed.slice(0, Math.max(0, disposed.length - this.retainDisposed))) this.runs.delete(run.runId);
-    const temp = `${this.path}.${process.pid}.tmp`;
-    writeFileSync(temp, [...this.runs.values()].map((r) => `${JSON.stringify(r)}\n`).join(''), { mode: 0o600 });
-    renameSync(temp, this.path);
   }
 }
 
