@@ -197,6 +197,8 @@ export class RunArchive {
     if (!existsSync(this.idxPath)) return;
     const bytes = readFileSync(this.idxPath);
     const whole = Math.floor(bytes.length / ENTRY);
+    this.hashes = new Uint32Array(whole + 1024);
+    this.offsets = new Float64Array(whole + 1024);
     for (let i = 0; i < whole; i++) {
       const offset = bytes.readDoubleLE(i * ENTRY + 4);
       // Entries past the records (a sidecar newer than its file) are dropped and re-derived.
