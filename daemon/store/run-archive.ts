@@ -16,7 +16,7 @@
  *   between leaves no stale offsets: the next open rebuilds the sidecar.
  * - A line that no longer parses is skipped and counted in `unreadable`, never fatal.
  */
-import { closeSync, existsSync, fstatSync, ftruncateSync, openSync, readFileSync, readSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, ftruncateSync, openSync, readSync, renameSync, rmSync, writeSync } from 'node:fs';
 import type { IndexedRun } from './run-index.js';
 
 const ENTRY = 12;
@@ -193,21 +193,32 @@ export class RunArchive {
     this.length += 1;
   }
 
+  /** Reads the sidecar in chunks straight into the typed arrays (no whole-file buffer kept). */
   private loadSidecar(): void {
     if (!existsSync(this.idxPath)) return;
-    const bytes = readFileSync(this.idxPath);
-    const whole = Math.floor(bytes.length / ENTRY);
-    this.hashes = new Uint32Array(whole + 1024);
-    this.offsets = new Float64Array(whole + 1024);
-    for (let i = 0; i < whole; i++) {
-      const offset = bytes.readDoubleLE(i * ENTRY + 4);
-      // Entries past the records (a sidecar newer than its file) are dropped and re-derived.
-      if (offset >= this.size) break;
-      this.push(bytes.readUInt32LE(i * ENTRY), offset);
-    }
-    if (this.length * ENTRY !== bytes.length) {
-      const fd = openSync(this.idxPath, 'r+');
-      ftruncateSync(fd, this.length * ENTRY);
+    const fd = openSync(this.idxPath, 'r+');
+    try {
+      const fileSize = fstatSync(fd).size;
+      const whole = Math.floor(fileSize / ENTRY);
+      this.hashes = new Uint32Array(whole + 1024);
+      this.offsets = new Float64Array(whole + 1024);
+      const chunk = Buffer.alloc(ENTRY * 8192);
+      for (let read = 0; read < whole; ) {
+        const count = Math.min(8192, whole - read);
+        readSync(fd, chunk, 0, count * ENTRY, read * ENTRY);
+        for (let i = 0; i < count; i++) {
+          const offset = chunk.readDoubleLE(i * ENTRY + 4);
+          // Entries past the records (a sidecar newer than its file) are dropped and re-derived.
+          if (offset >= this.size) {
+            read = whole;
+            break;
+          }
+          this.push(chunk.readUInt32LE(i * ENTRY), offset);
+        }
+        read += count;
+      }
+      if (this.length * ENTRY !== fileSize) ftruncateSync(fd, this.length * ENTRY);
+    } finally {
       closeSync(fd);
     }
   }
