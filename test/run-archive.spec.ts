@@ -151,3 +151,20 @@ describe('retention', () => {
     expect(names.filter((name) => existsSync(join(dir, `${name}.jsonl`)))).toEqual(['live', 'c', 'd']);
   });
 });
+
+describe('a long-lived daemon', () => {
+  it('archives finished runs once more than maxHeld are in memory, keeping the live ones', async () => {
+    const path = indexPath();
+    const index = new RunIndex(path, undefined, 4);
+    index.put(run(0, 'running'), true);
+    for (let n = 1; n <= 4; n++) index.put(run(n, 'disposed'));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(ids(index.all())).toEqual(['run-0000']);
+    expect(index.archive.count).toBe(4);
+    expect(ids(index.newestFirst())).toEqual(['run-0000', 'run-0004', 'run-0003', 'run-0002', 'run-0001']);
+    index.update('run-0002', { state: 'settled' });
+    expect(index.get('run-0002')?.state).toBe('settled');
+    index.close();
+    expect(readFileSync(path, 'utf8').trim().split('\n').map((line) => (JSON.parse(line) as IndexedRun).runId)).toEqual(['run-0000', 'run-0002']);
+  });
+});

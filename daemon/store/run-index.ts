@@ -10,9 +10,10 @@
  * which the reader tolerates as a torn line.
  *
  * Only runs that may still change are kept in memory (running, starting, checkpointed, and this
- * daemon's own). At open, and at each `archiveFinished` (gc), settled and disposed runs move to
- * the archive on disk (run-archive.ts), written before the log is rewritten without them, so
- * start-up reads the short log and the archive's offset index, never every stored record.
+ * daemon's own until they are archived). At open, at each `archiveFinished` (gc), and after a
+ * batch that leaves more than `maxHeld` runs in memory, settled and disposed runs move to the
+ * archive on disk (run-archive.ts), written before the log is rewritten without them, so start-up
+ * reads the short log and the archive's offset index, never every stored record.
  */
 import { closeSync, copyFileSync, existsSync, openSync, readFileSync, renameSync, writeFileSync, writeSync } from 'node:fs';
 import { DEFAULT_MAX_STORED_OUTPUT_BYTES, capBlocks, truncationNote, type RunState, type SubagentResult, type ToolFilter } from '../../protocol/index.js';
@@ -51,15 +52,19 @@ export class RunIndex {
   private pending: string[] = [];
   readonly problems: IndexProblems;
   readonly archive: RunArchive;
+  private archiveAt: number;
 
   constructor(
     private readonly path: string,
     /** The most output one record keeps: a record is a line rewritten on every change, and held in memory. */
     private readonly maxStoredOutputBytes = DEFAULT_MAX_STORED_OUTPUT_BYTES,
+    /** Runs in memory past which a write batch also archives the finished ones (a long-lived daemon). */
+    private readonly maxHeld = 10_000,
   ) {
     this.problems = this.load();
     // Keep the evidence: compaction would otherwise drop the unreadable lines for good.
     if (this.problems.corrupt.length > 0) copyFileSync(path, `${path}.corrupt-${Date.now()}`);
+    this.archiveAt = maxHeld;
     this.archive = new RunArchive(path.replace(/\.jsonl$/, '') + '.archive.jsonl');
     this.archiveFinished();
   }
@@ -105,7 +110,7 @@ export class RunIndex {
     const run = given.result ? { ...given, result: storedResult(given.result, this.maxStoredOutputBytes) } : given;
     this.runs.set(run.runId, run);
     if (this.fd === undefined) return;
-    if (this.pending.length === 0 && !now) setImmediate(() => this.flush());
+    if (this.pending.length === 0 && !now) setImmediate(() => this.flushBatch());
     this.pending.push(`${JSON.stringify(run)}\n`);
     if (now) this.flush();
   }
@@ -116,6 +121,14 @@ export class RunIndex {
     const lines = this.pending.join('');
     this.pending = [];
     writeSync(this.fd, lines);
+  }
+
+  private flushBatch(): void {
+    this.flush();
+    if (this.fd === undefined || this.runs.size <= this.archiveAt) return;
+    this.archiveFinished();
+    // Everything left may still change: wait for twice as many before trying again.
+    this.archiveAt = Math.max(this.maxHeld, this.runs.size * 2);
   }
 
   update(runId: string, change: Partial<IndexedRun>): IndexedRun | undefined {
