@@ -14,6 +14,7 @@ import { formatLoad, machine } from './machine.js';
 import { writeBenchmarks } from './markdown.js';
 import { poolBench } from './pool.js';
 import { startupBench } from './startup.js';
+import { storedRunsBench } from './stored-runs.js';
 import { Cleanup, withTimeout } from './procs.js';
 import { Report } from './report.js';
 import { wireOverhead } from './wire.js';
@@ -87,6 +88,12 @@ const sections: SectionRun[] = [
     name: 'faces',
     timeoutMs: 90_000,
     run: (cleanup, world) => facesBench(report, cleanup, world, { calls: q(40, 8), warmup: q(5, 2) }),
+  },
+  {
+    name: 'stored-runs',
+    timeoutMs: 300_000,
+    run: (cleanup) =>
+      storedRunsBench(report, cleanup, { sizes: quick ? [0, 100_000] : [0, 100_000, 1_000_000], rounds: q(5, 2), lists: q(20, 5) }),
   },
 ];
 

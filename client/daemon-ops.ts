@@ -1,15 +1,17 @@
 /**
  * The daemon's operations surface, for ops tools and reconnecting clients: status, the run
- * list, one run's record and session, re-attaching a run by its token, and shutdown.
+ * list, one run's record and session, re-attaching a run by its token, retention (gc) and shutdown.
  */
 import {
   AttachRequest,
   InspectRequest,
+  GcRequest,
   RunsListRequest,
   ShutdownRequest,
   StatusRequest,
   type AttachResult,
   type InspectResult,
+  type GcResult,
   type RunsListParams,
   type RunsListResult,
   type RunInfo,
@@ -60,6 +62,11 @@ export class DaemonOps {
   /** Takes ownership of a run with its token (after a reconnect, or a daemon restart). */
   attach(runId: string, runToken: string): Promise<AttachResult> {
     return this.channel.request(AttachRequest, { runId, runToken }, { validateAs: 'run/attach#result', ...this.timeout });
+  }
+
+  /** Applies retention now and says what it removed. */
+  gc(): Promise<GcResult> {
+    return this.channel.request(GcRequest, {}, { validateAs: 'daemon/gc#result', ...this.timeout });
   }
 
   async shutdown(params: ShutdownParams = {}): Promise<void> {

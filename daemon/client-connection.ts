@@ -26,6 +26,7 @@ import {
   ChildStartRequest,
   DisposeRequest,
   EndNotification,
+  GcRequest,
   InitializeRequest,
   LspExitNotification,
   LspInitializedNotification,
@@ -55,6 +56,7 @@ import {
   type DaemonInbound,
   type EndParams,
   type InitializeParams,
+  type GcResult,
   type InitializeResult,
   type PermissionParams,
   type PermissionResult,
@@ -96,6 +98,8 @@ export interface ConnectionContext {
   readonly maxUnsentBytes: number;
   status(): StatusResult;
   shutdown(drain: boolean, timeoutMs: number): void;
+  /** Applies retention now (daemon/gc). */
+  gc(): GcResult;
   readonly log: Logger;
 }
 
@@ -365,6 +369,7 @@ export class ClientConnection implements RunOwner, ChildSubscriber {
     this.handle(ChildInterruptRequest, (p) => (children.interrupt(p.ownerKey, p.childId, p.by, p.level ?? 'now', this), {}));
     this.handle(ChildListRequest, (p) => children.list(p.ownerKey, p.of, p.scope ?? 'children', this));
     this.handle(ChildAttachRequest, (p) => ({ delivered: children.attach(p.ownerKey, this) }));
+    this.handle(GcRequest, () => this.ctx.gc());
     this.handle(ShutdownRequest, ({ drain, timeoutMs }) => {
       this.log.info({ drain, timeoutMs, client: this.clientName }, 'shutdown requested');
       setImmediate(() => this.ctx.shutdown(drain === true, timeoutMs ?? 30_000));

@@ -68,6 +68,11 @@ export interface DaemonConfig {
     readonly maxConnections?: number;
     readonly authTimeoutMs?: number;
   };
+  /** Stored runs and session logs kept, by age in days and by count (defaults in store/run-retention.ts). */
+  readonly retention?: {
+    readonly runs?: { readonly maxAgeDays?: number; readonly maxCount?: number };
+    readonly sessions?: { readonly maxAgeDays?: number; readonly maxCount?: number };
+  };
   /** How long a disconnected client's runs wait to be re-attached before they are cancelled (default 60 s). */
   readonly detachGraceMs?: number;
   /** Exit after this long with no connection and no live run (off by default). */
@@ -81,6 +86,11 @@ export interface DaemonConfig {
 
 const positiveInt = { type: 'integer', minimum: 1 };
 const stringMap = { type: 'object', additionalProperties: { type: 'string' } };
+const retentionLimits = {
+  type: 'object',
+  additionalProperties: false,
+  properties: { maxAgeDays: { type: 'number', exclusiveMinimum: 0 }, maxCount: positiveInt },
+};
 
 const schema = {
   type: 'object',
@@ -171,6 +181,11 @@ const schema = {
       },
     },
     sessionRetentionDays: { type: 'number', exclusiveMinimum: 0 },
+    retention: {
+      type: 'object',
+      additionalProperties: false,
+      properties: { runs: retentionLimits, sessions: retentionLimits },
+    },
     tcp: {
       type: 'object',
       additionalProperties: false,

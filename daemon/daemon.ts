@@ -8,7 +8,7 @@ import type { Socket } from 'node:net';
 import type { Readable, Writable } from 'node:stream';
 import type { Logger } from 'pino';
 import { DEFAULT_FRAME_LIMITS, type FrameLimits } from './transport/guarded-reader.js';
-import { CLOSING_MESSAGE_PREFIX, PROTOCOL_VERSION, SUBAGENT_ERROR_CODES, type DaemonIdentity, type StatusResult } from '../protocol/index.js';
+import { CLOSING_MESSAGE_PREFIX, PROTOCOL_VERSION, SUBAGENT_ERROR_CODES, type DaemonIdentity, type GcResult, type StatusResult } from '../protocol/index.js';
 import { encodeFrame } from './transport/counting-writer.js';
 import { createToken, tokenPathFor, writeTokenFile } from './auth-token.js';
 import { ClientConnection } from './client-connection.js';
@@ -23,6 +23,7 @@ import { acquireStateLock } from './state-lock.js';
 import { startupFailure } from './startup-error.js';
 import { RunIndex } from './store/run-index.js';
 import { StateFaults } from './store/state-faults.js';
+import { DEFAULT_RUN_RETENTION, DEFAULT_SESSION_RETENTION, pruneRuns, type RetentionLimits } from './store/run-retention.js';
 import { pruneSessions } from './store/session-retention.js';
 import { listenUnix } from './transport/unix-socket.js';
 import { listenLoopbackTcp, readPrivateToken } from './transport/loopback-tcp.js';
@@ -50,8 +51,10 @@ export interface DaemonOptions {
   readonly initializeTimeoutMs?: number;
   /** Unix-socket connections served at once; more are refused at accept (default 1024). */
   readonly maxConnections?: number;
-  /** Days a session log is kept after its last write (default 14). */
+  /** Days a session log is kept after its last write (default 14; `retention.sessions.maxAgeDays` wins). */
   readonly sessionRetentionDays?: number;
+  /** Retention of stored runs and session logs by age and count (defaults in store/run-retention.ts). */
+  readonly retention?: { readonly runs?: Partial<RetentionLimits>; readonly sessions?: Partial<RetentionLimits> };
   /** How long a disconnected client's runs wait to be re-attached (default 60 s). */
   readonly detachGraceMs?: number;
   /** The shared concurrency budget (see admission-queue.ts). */
@@ -97,6 +100,8 @@ export interface Daemon {
   /** Serve one client over a stream pair (stdio mode, embedding, tests). */
   serve(input: Readable, output: Writable, onClose?: () => void): ClientConnection;
   status(): StatusResult;
+  /** Applies retention now: archives finished runs, removes runs and session logs past the limits. */
+  gc(): GcResult;
   /** Stop accepting, optionally drain running children, dispose every run, release the state dir. */
   close(options?: { drain?: boolean; timeoutMs?: number }): Promise<void>;
   readonly whenClosed: Promise<void>;
@@ -119,7 +124,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
     startedAt: startedAt.toISOString(),
     epoch: randomBytes(12).toString('base64url'),
   };
-  const index = new RunIndex(files.runIndex, undefined, undefined, faults);
+  const index = new RunIndex(files.runIndex, undefined, faults);
   if (index.problems.tornTail) log.warn({ file: files.runIndex }, 'run index: torn last line (a crash mid-write) ignored');
   for (const problem of index.problems.corrupt) {
     log.error({ file: files.runIndex, line: problem.line, reason: problem.reason }, 'run index: corrupt line kept aside in a .corrupt copy');
@@ -151,9 +156,24 @@ export function createDaemon(options: DaemonOptions): Daemon {
     if (continued.length > 0) log.info({ runs: continued }, 'continuing children checkpointed by the previous daemon');
     children.adoptLiveTurns();
   });
-  const retentionMs = (options.sessionRetentionDays ?? 14) * 86_400_000;
-  pruneSessions(files.sessions, retentionMs, log);
-  const pruning = setInterval(() => pruneSessions(files.sessions, retentionMs, log), 86_400_000);
+  const runRetention: RetentionLimits = { ...DEFAULT_RUN_RETENTION, ...options.retention?.runs };
+  const sessionRetention: RetentionLimits = {
+    ...DEFAULT_SESSION_RETENTION,
+    ...(options.sessionRetentionDays !== undefined && { maxAgeDays: options.sessionRetentionDays }),
+    ...options.retention?.sessions,
+  };
+  const gc = (): GcResult => {
+    const runsArchived = index.archiveFinished();
+    const runsRemoved = pruneRuns(index, runRetention);
+    // Runs that may still change are the ones held in memory: their logs are never counted out.
+    const live = new Set(index.all().filter((r) => r.state !== 'settled' && r.state !== 'disposed').map((r) => r.id));
+    const sessionsRemoved = pruneSessions(files.sessions, sessionRetention.maxAgeDays * 86_400_000, log, Date.now(), sessionRetention.maxCount, (id) => live.has(id));
+    if (runsRemoved > 0) log.info({ runsRemoved, ...runRetention }, 'removed stored runs past retention');
+    if (index.archive.unreadable > 0) log.warn({ lines: index.archive.unreadable }, 'run archive: unreadable lines skipped');
+    return { runsArchived, runsRemoved, sessionsRemoved, runsStored: index.archive.count + index.all().length };
+  };
+  gc();
+  const pruning = setInterval(gc, 86_400_000);
   pruning.unref();
 
   const status = (): StatusResult => ({
@@ -216,6 +236,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
         maxUnsentBytes: options.maxUnsentBytes ?? DEFAULT_MAX_UNSENT_BYTES,
         status,
         shutdown: (drain, timeoutMs) => void daemon.close({ drain, timeoutMs }),
+        gc,
         log,
       },
       destroy,
@@ -245,6 +266,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
     log,
     whenClosed,
     status,
+    gc,
     async listen(path) {
       await continuing;
       const requireToken = options.requireToken ?? true;

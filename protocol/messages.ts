@@ -288,6 +288,19 @@ export interface ShutdownParams {
 }
 export const ShutdownRequest = new RequestType<ShutdownParams, EmptyResult, SubagentErrorData>('daemon/shutdown');
 
+/** What `daemon/gc` did: retention applied now (the daemon also applies it at start and daily). */
+export interface GcResult {
+  /** Settled and disposed runs moved out of memory into the on-disk archive. */
+  readonly runsArchived: number;
+  /** Stored runs removed past the age or count limit. */
+  readonly runsRemoved: number;
+  /** Session logs removed past the age or count limit. */
+  readonly sessionsRemoved: number;
+  /** Runs stored after the pass (archived records, a run changed since counted twice). */
+  readonly runsStored: number;
+}
+export const GcRequest = new RequestType<Record<string, never>, GcResult, SubagentErrorData>('daemon/gc');
+
 // ---------------------------------------------------------------------------------------------
 // Continuable children, client → daemon. Every call names the caller's owner key: a secret the
 // client chose, whose hash the daemon keeps in the child's durable record. Children belong to

@@ -284,6 +284,7 @@ export const requestSchemas = {
   'child/attach': obj({ ownerKey }, ['ownerKey']),
   'daemon/status': obj({}),
   'daemon/shutdown': obj({ drain: { type: 'boolean' }, timeoutMs: { type: 'integer', minimum: 0, maximum: 86_400_000 } }),
+  'daemon/gc': obj({}),
   /** Replies to daemon → client requests. */
   'tool/call#result': obj({ content, isError: { type: 'boolean' } }, ['content']),
   'permission/request#result': {
@@ -355,6 +356,10 @@ export const clientInboundSchemas = {
     ['childId', 'parentId', 'stopReason', 'text'],
   ),
   'runs/list#result': obj({ runs: arr(runInfo, 1_000_000), nextCursor: nonEmpty(256) }, ['runs'], true),
+  'daemon/gc#result': obj(
+    { runsArchived: count, runsRemoved: count, sessionsRemoved: count, runsStored: count },
+    ['runsArchived', 'runsRemoved', 'sessionsRemoved', 'runsStored'],
+  ),
   'run/inspect#result': obj({ run: runInfo, header: { type: 'object' }, events: arr(sessionEvent, 1_000_000) }, ['run']),
   'daemon/status#result': obj(
     {

@@ -113,6 +113,7 @@ const daemonExamples: Partial<Record<DaemonInbound, unknown[]>> = {
   'daemon/status': [{}],
   shutdown: [{}],
   'daemon/shutdown': [{}, { drain: true, timeoutMs: 1000 }],
+  'daemon/gc': [{}],
   'tool/call#result': [{ content: [text], isError: false }],
   'permission/request#result': [{ outcome: 'selected', optionId: 'allow' }, { outcome: 'cancelled' }],
 };
@@ -135,6 +136,7 @@ const clientExamples: Partial<Record<ClientInbound, unknown[]>> = {
     { runId: 'run_1', event: { kind: 'session', event: sessionEvents[1] } },
   ],
   'runs/list#result': [{ runs: [runInfo] }],
+  'daemon/gc#result': [{ runsArchived: 3, runsRemoved: 1, sessionsRemoved: 0, runsStored: 100_000 }],
   'run/inspect#result': [{ run: runInfo, header: { cwd: '/tmp' }, events: sessionEvents }],
   'daemon/status#result': [
     {

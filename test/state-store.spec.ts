@@ -27,7 +27,7 @@ const run = (runId: string, state: IndexedRun['state'] = 'running'): IndexedRun 
 });
 
 describe('RunIndex', () => {
-  it('keeps the last line per run across reopenings, compacted', () => {
+  it('keeps the last line per run across reopenings; finished runs move to the archive', () => {
     const path = join(temp(), 'runs.jsonl');
     const index = new RunIndex(path);
     index.put(run('a'));
@@ -38,9 +38,9 @@ describe('RunIndex', () => {
     expect(readFileSync(path, 'utf8').trim().split('\n')).toHaveLength(2);
     const reopened = new RunIndex(path);
     expect(reopened.get('a')?.state).toBe('settled');
-    expect(reopened.all()).toHaveLength(2);
+    expect(reopened.all().map((r) => r.runId)).toEqual(['b']);
     reopened.close();
-    expect(readFileSync(path, 'utf8').trim().split('\n')).toHaveLength(2);
+    expect(readFileSync(path, 'utf8').trim().split('\n')).toHaveLength(1);
   });
 
   it('tolerates and reports a torn last line', () => {
@@ -64,17 +64,6 @@ describe('RunIndex', () => {
     expect(index.all()).toHaveLength(2);
     expect(readdirSync(dir).some((name) => name.startsWith('runs.jsonl.corrupt-'))).toBe(true);
     index.close();
-  });
-
-  it('drops the oldest disposed runs past retention at compaction', () => {
-    const path = join(temp(), 'runs.jsonl');
-    const index = new RunIndex(path, 2);
-    for (const id of ['a', 'b', 'c']) index.put(run(id, 'disposed'));
-    index.put(run('live'));
-    index.close();
-    const reopened = new RunIndex(path, 2);
-    expect(reopened.all().map((r) => r.runId).sort()).toEqual(['b', 'c', 'live']);
-    reopened.close();
   });
 });
 

@@ -78,6 +78,7 @@ export async function daemonCommand(argv: string[]): Promise<number> {
     ...(settings.config.detachGraceMs !== undefined && { detachGraceMs: settings.config.detachGraceMs }),
     ...(settings.config.sessionRetentionDays !== undefined && { sessionRetentionDays: settings.config.sessionRetentionDays }),
     ...(settings.config.limits?.maxOutputBytes !== undefined && { maxOutputBytes: settings.config.limits.maxOutputBytes }),
+    ...(settings.config.retention !== undefined && { retention: settings.config.retention }),
     admission: {
       ...settings.config.limits,
       ...(values['max-runs'] !== undefined && { maxConcurrentRuns: positiveInt(values['max-runs'], '--max-runs') }),

@@ -579,20 +579,29 @@ export class SubagentService {
   }
 
   private *newestFirst(asker: RunOwner): Generator<ListedRun> {
-    // Every run has an index record from its start on (without a state dir there is no index, and
-    // only this daemon's runs); the live record, when there is one, is the truth.
-    const order = this.index?.all() ?? [...this.runs.values()];
-    for (let at = order.length - 1; at >= 0; at--) {
-      const runId = order[at]!.runId;
-      const live = this.runs.get(runId);
+    const listed = (live: RunRecord): ListedRun => ({
+      runId: live.runId,
+      state: live.state,
+      provider: live.provider,
+      startedAt: live.startedAt,
+      mine: live.owner === asker,
+      info: () => info(live, asker),
+    });
+    if (!this.index) {
+      // Without a state dir there is no index, and only this daemon's runs.
+      const live = [...this.runs.values()];
+      for (let at = live.length - 1; at >= 0; at--) yield listed(live[at]!);
+      return;
+    }
+    // Every run has an index record from its start on; the live record, when there is one, is the truth.
+    for (const stored of this.index.newestFirst()) {
+      const live = this.runs.get(stored.runId);
       if (live) {
-        yield { runId, state: live.state, provider: live.provider, startedAt: live.startedAt, mine: live.owner === asker, info: () => info(live, asker) };
+        yield listed(live);
         continue;
       }
-      const stored = this.index?.get(runId);
-      if (!stored) continue;
       const state = storedState(stored);
-      yield { runId, state, provider: stored.provider, startedAt: stored.startedAt, mine: false, info: () => runInfo(stored, state, false) };
+      yield { runId: stored.runId, state, provider: stored.provider, startedAt: stored.startedAt, mine: false, info: () => runInfo(stored, state, false) };
     }
   }
 

@@ -7,8 +7,13 @@
  * A run's first record is written at once, before its starter learns its token; later changes
  * are batched per event-loop turn into one write(2). No fsync: a killed process loses at most the
  * current turn's later changes (a run then reads as interrupted); a power cut may lose the tail,
- * which the reader tolerates as a torn line. At open the log is compacted to one line per run, dropping disposed runs past
- * retention.
+ * which the reader tolerates as a torn line.
+ *
+ * Only runs that may still change are kept in memory (running, starting, checkpointed, and this
+ * daemon's own until they are archived). At open, at each `archiveFinished` (gc), and after a
+ * batch that leaves more than `maxHeld` runs in memory, settled and disposed runs move to the
+ * archive on disk (run-archive.ts), written before the log is rewritten without them, so start-up
+ * reads the short log and the archive's offset index, never every stored record.
  *
  * A failed write (ENOSPC, EROFS, EIO...) never throws at a caller and never leaves a torn line:
  * the file is cut back to its last whole line, the unwritten records stay queued (one per run,
@@ -26,6 +31,7 @@ import {
   type SubagentResult,
   type ToolFilter,
 } from '../../protocol/index.js';
+import { RunArchive } from './run-archive.js';
 import { describeWriteFault, StateFaults } from './state-faults.js';
 
 /** While faulted, how often queued records are retried without a new change to carry them. */
@@ -70,15 +76,20 @@ export class RunIndex {
   private fault: unknown;
   private retry: NodeJS.Timeout | undefined;
   readonly problems: IndexProblems;
+  readonly archive: RunArchive;
+  private archiveAt: number;
 
   constructor(
     private readonly path: string,
-    private readonly retainDisposed = 10_000,
     /** The most output one record keeps: a record is a line rewritten on every change, and held in memory. */
     private readonly maxStoredOutputBytes = DEFAULT_MAX_STORED_OUTPUT_BYTES,
     private readonly faults = new StateFaults(),
+    /** Runs in memory past which a write batch also archives the finished ones (a long-lived daemon). */
+    private readonly maxHeld = 10_000,
   ) {
     this.problems = this.load();
+    this.archiveAt = maxHeld;
+    this.archive = new RunArchive(path.replace(/\.jsonl$/, '') + '.archive.jsonl');
     try {
       // Keep the evidence: compaction would otherwise drop the unreadable lines for good.
       if (this.problems.corrupt.length > 0) copyFileSync(path, `${path}.corrupt-${Date.now()}`);
@@ -94,12 +105,33 @@ export class RunIndex {
     }
   }
 
+  /** A run's newest record: from memory, else read from the archive. */
   get(runId: string): IndexedRun | undefined {
-    return this.runs.get(runId);
+    return this.runs.get(runId) ?? this.archive.get(runId);
   }
 
+  /** The runs held in memory (every one that may still change), oldest first. */
   all(): IndexedRun[] {
     return [...this.runs.values()];
+  }
+
+  /** Every stored run, newest first: memory, then the archive read backwards as iterated. */
+  *newestFirst(): Generator<IndexedRun> {
+    const held = this.all();
+    for (let at = held.length - 1; at >= 0; at--) yield held[at]!;
+    for (const run of this.archive.newestFirst()) if (!this.runs.has(run.runId)) yield run;
+  }
+
+  /**
+   * Moves settled and disposed runs to the archive (oldest start first), then rewrites the log
+   * with what is left. A run that changes later is read back and archived again (last wins).
+   * Returns how many it moved; a write fault is thrown (gc reports it).
+   */
+  archiveFinished(): number {
+    this.flush();
+    const moved = this.compact();
+    this.reopen();
+    return moved;
   }
 
   /** `now`: written before returning (a run's first record: its owner is about to hold its token). */
@@ -107,7 +139,7 @@ export class RunIndex {
     const run = given.result ? { ...given, result: storedResult(given.result, this.maxStoredOutputBytes) } : given;
     if (this.closed) return void this.runs.set(run.runId, run);
     this.runs.set(run.runId, run);
-    if (this.pending.size === 0 && !now) setImmediate(() => this.flush());
+    if (this.pending.size === 0 && !now) setImmediate(() => this.flushBatch());
     this.pending.delete(run.runId); // re-inserted last: the newest record is written last
     this.pending.set(run.runId, run);
     if (now) this.flush();
@@ -138,6 +170,19 @@ export class RunIndex {
     }
   }
 
+  /** A batch's write, then, past `archiveAt` runs in memory, an archiving pass. */
+  private flushBatch(): void {
+    this.flush();
+    if (this.closed || this.fault !== undefined || this.runs.size <= this.archiveAt) return;
+    try {
+      this.archiveFinished();
+    } catch (error) {
+      this.faulted(error);
+    }
+    // Everything left may still change: wait for twice as many before trying again.
+    this.archiveAt = Math.max(this.maxHeld, this.runs.size * 2);
+  }
+
   /**
    * Refuses a new run while the index cannot be written: a run nobody can find after a restart
    * is lost work. Retries the queued records first, so a freed disk is noticed at once.
@@ -150,7 +195,7 @@ export class RunIndex {
   }
 
   update(runId: string, change: Partial<IndexedRun>): IndexedRun | undefined {
-    const current = this.runs.get(runId);
+    const current = this.get(runId);
     if (!current) return undefined;
     const next = { ...current, ...change };
     this.put(next);
@@ -162,6 +207,7 @@ export class RunIndex {
     clearInterval(this.retry);
     if (this.fd !== undefined) closeSync(this.fd);
     this.fd = undefined;
+    this.archive.close();
     this.closed = true;
   }
 
@@ -190,10 +236,7 @@ export class RunIndex {
     if (this.pending.size > 0) return this.flush();
     try {
       this.compact();
-      if (this.fd !== undefined) closeSync(this.fd); // the rename replaced the file it pointed at
-      this.fd = undefined;
-      this.fd = openSync(this.path, 'a', 0o600);
-      this.size = fstatSync(this.fd).size;
+      this.reopen();
       this.fault = undefined;
       this.faults.cleared(this.path);
     } catch (error) {
@@ -220,10 +263,20 @@ export class RunIndex {
     return problems;
   }
 
-  /** Rewrites the log as one line per run, keeping only the newest disposed runs. */
-  private compact(): void {
-    const disposed = [...this.runs.values()].filter((r) => r.state === 'disposed');
-    for (const run of disposed.slice(0, Math.max(0, disposed.length - this.retainDisposed))) this.runs.delete(run.runId);
+  /** The rename replaced the file `fd` pointed at: append to the new one. */
+  private reopen(): void {
+    if (this.fd !== undefined) closeSync(this.fd);
+    this.fd = undefined;
+    this.fd = openSync(this.path, 'a', 0o600);
+    this.size = fstatSync(this.fd).size;
+  }
+
+  /** Moves finished runs to the archive, then rewrites the log as one line per run left. */
+  private compact(): number {
+    const finished = [...this.runs.values()].filter((r) => r.state === 'settled' || r.state === 'disposed');
+    finished.sort((a, b) => (a.startedAt < b.startedAt ? -1 : a.startedAt > b.startedAt ? 1 : 0));
+    this.archive.append(finished); // before the log forgets them
+    for (const run of finished) this.runs.delete(run.runId);
     const temp = `${this.path}.${process.pid}.tmp`;
     try {
       writeFileSync(temp, [...this.runs.values()].map((r) => `${JSON.stringify(r)}\n`).join(''), { mode: 0o600 });
@@ -232,6 +285,7 @@ export class RunIndex {
       rmSync(temp, { force: true });
       throw error;
     }
+    return finished.length;
   }
 }
 
