@@ -11,7 +11,7 @@ import { commandHelp, parseCommand, usage, UsageError, type CommandInput, type C
 import { completionScript, SHELLS } from './completion.js';
 import { connectCommand } from './connect-command.js';
 import { reportError } from './error-report.js';
-import { inspectCommand, logsCommand, reloadCommand, restartCommand, runsCommand, startCommand, statusCommand, stopCommand } from './ops-commands.js';
+import { gcCommand, inspectCommand, logsCommand, reloadCommand, restartCommand, runsCommand, startCommand, statusCommand, stopCommand } from './ops-commands.js';
 import { runCommand } from './run-command.js';
 import { backgroundRunCommand, childrenCommand, interruptCommand, sendCommand } from './children-commands.js';
 
@@ -34,6 +34,12 @@ const count = (value: CommandInput['values'][string], fallback: number, flag: st
   const n = Number(value);
   if (typeof value !== 'string' || !Number.isSafeInteger(n) || n < 1) throw new UsageError(`${flag} must be a positive whole number, got "${String(value)}"`);
   return n;
+};
+
+const isoTime = (value: string, flag: string): string => {
+  const at = Date.parse(value);
+  if (Number.isNaN(at)) throw new UsageError(`${flag} must be a date and time (ISO 8601), got "${value}"`);
+  return new Date(at).toISOString();
 };
 
 const operand = (positionals: string[], what: string, example: string): string => {
@@ -129,6 +135,11 @@ const COMMANDS: readonly CommandSpec[] = [
     run: ({ settings }) => reloadCommand(settings()),
   },
   {
+    name: 'gc',
+    summary: 'apply run and session-log retention now (the daemon also does at start and daily)',
+    run: ({ settings }) => gcCommand(settings()),
+  },
+  {
     name: 'status',
     summary: "the daemon's state",
     run: ({ settings }) => statusCommand(settings()),
@@ -139,6 +150,7 @@ const COMMANDS: readonly CommandSpec[] = [
     flags: {
       state: { type: 'string', value: 'S', choices: ['starting', 'running', 'settled', 'disposed', 'interrupted'], help: 'only runs in this state' },
       provider: { type: 'string', value: 'P', help: 'only runs of this provider' },
+      since: { type: 'string', value: 'ISO', help: 'only runs started at or after this time (ISO 8601)' },
       limit: { type: 'string', value: 'N', help: 'at most N runs, newest first (default 100)' },
       cursor: { type: 'string', value: 'C', help: 'continue after the page that printed this cursor' },
     },
@@ -146,6 +158,7 @@ const COMMANDS: readonly CommandSpec[] = [
       runsCommand(settings(), {
         ...(values['state'] !== undefined && { state: values['state'] as string }),
         ...(values['provider'] !== undefined && { provider: values['provider'] as string }),
+        ...(typeof values['since'] === 'string' && { since: isoTime(values['since'], '--since') }),
         limit: count(values['limit'], 100, '--limit'),
         ...(typeof values['cursor'] === 'string' && { cursor: values['cursor'] }),
       }),

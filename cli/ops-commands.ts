@@ -128,6 +128,18 @@ function settingsRows(status: StatusResult): string[][] {
  * Re-read the daemon's config and environment file (SIGHUP to its pid: same user, same machine),
  * and wait until it has tried. A failed reload leaves the old settings and is an error here.
  */
+export async function gcCommand(settings: CommonSettings): Promise<number> {
+  const client = await openClient(settings, { autoStart: false });
+  try {
+    const done = await client.ops.gc();
+    if (settings.json) print(JSON.stringify(done));
+    else print(`archived ${done.runsArchived} runs, removed ${done.runsRemoved} runs and ${done.sessionsRemoved} session logs; ${done.runsStored} runs stored`);
+    return 0;
+  } finally {
+    await client.close();
+  }
+}
+
 export async function reloadCommand(settings: CommonSettings): Promise<number> {
   const client = await openClient(settings, { autoStart: false });
   try {
@@ -163,7 +175,7 @@ export async function reloadCommand(settings: CommonSettings): Promise<number> {
 
 export async function runsCommand(
   settings: CommonSettings,
-  filter: { state?: string; provider?: string; limit: number; cursor?: string },
+  filter: { state?: string; provider?: string; since?: string; limit: number; cursor?: string },
 ): Promise<number> {
   const client = await openClient(settings, { autoStart: false });
   try {
@@ -171,6 +183,7 @@ export async function runsCommand(
       ...(filter.state !== undefined && { state: filter.state as RunState }),
       ...(filter.provider !== undefined && { provider: filter.provider }),
       ...(filter.cursor !== undefined && { cursor: filter.cursor }),
+      ...(filter.since !== undefined && { since: filter.since }),
       limit: filter.limit,
     });
     if (settings.json) print(JSON.stringify(runs, null, 2));

@@ -160,6 +160,31 @@ describe('a daemon managed by start, restart and stop', () => {
     return { pid: status!.daemon.pid, epoch: status!.daemon.epoch };
   }
 
+  it('runs pages newest first with --limit and the printed --cursor; gc reports what it did', { timeout: HEAVY_TEST_MS }, async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const run = await box.run(['run', '--model', HELLO, '--json', `task ${i}`]);
+      expect(run.code, run.stderr).toBe(0);
+      ids.push((JSON.parse(run.stdout) as { runId: string }).runId);
+    }
+    const first = await box.run(['runs', '--limit', '2', '--json']);
+    expect(first.code, first.stderr).toBe(0);
+    const page = (JSON.parse(first.stdout) as RunInfo[]).map((r) => r.runId);
+    expect(page).toEqual([ids[2], ids[1]]);
+    const cursor = /--cursor (\S+)/.exec(first.stderr)?.[1];
+    expect(cursor).toBe(ids[1]);
+    const second = await box.run(['runs', '--limit', '2', '--cursor', cursor!, '--json']);
+    expect((JSON.parse(second.stdout) as RunInfo[])[0]?.runId).toBe(ids[0]);
+    expect((await box.run(['runs', '--limit', '0'])).code).toBe(2);
+    expect((await box.run(['runs', '--since', 'yesterday-ish'])).code).toBe(2);
+
+    const gc = await box.run(['gc', '--json']);
+    expect(gc.code, gc.stderr).toBe(0);
+    const done = JSON.parse(gc.stdout) as { runsArchived: number; runsRemoved: number; sessionsRemoved: number; runsStored: number };
+    expect(done.runsStored).toBeGreaterThanOrEqual(3);
+    expect(done.runsRemoved).toBe(0);
+  });
+
   it('restart drains, stops and starts a new daemon: new pid, new epoch', async () => {
     const before = await running();
     const oldPid = before.pid;
