@@ -31,8 +31,8 @@ beforeAll(async () => {
   work = mkdtempSync(join(existsSync('/dev/shm') ? '/dev/shm' : tmpdir(), 'subagentd-faults-'));
   cleanups.push(() => rmSync(work, { recursive: true, force: true }));
   // Runs may stream up to 16 MiB here (the default cap is 2 MiB), so a client that does not read
-  // meets the 4 MiB write backlog bound before its run's stream is cut.
-  daemon = await startLoadDaemon({ detachGraceMs: GRACE_MS, maxUnsentBytes: 4 * 1024 * 1024, limits: { maxOutputBytes: 16 * 1024 * 1024 } });
+  // meets the write backlog's bound (its progress part is 1/8 of 16 MiB) before its run's stream is cut.
+  daemon = await startLoadDaemon({ detachGraceMs: GRACE_MS, limits: { maxOutputBytes: 16 * 1024 * 1024 } });
   cleanups.push(() => daemon.stop());
   bystander = await connect({ socket: daemon.socket, clientInfo: { name: 'bystander', version: '0' }, requestTimeoutMs: 10_000 });
   cleanups.push(() => bystander.close());
