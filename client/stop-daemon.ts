@@ -8,7 +8,7 @@
 import { SubagentError } from '../protocol/index.js';
 import { socketAnswers } from './auto-start.js';
 import { connect } from './connect.js';
-import { identifyProcess, processExited, type ProcessIdentity } from './process-identity.js';
+import { identify, processExited, type ProcessIdentity } from '../common/process-identity.js';
 
 export interface StopDaemonOptions {
   readonly socket: string;
@@ -43,7 +43,7 @@ export async function stopDaemon(options: StopDaemonOptions): Promise<StopOutcom
     if (error instanceof SubagentError && error.code === 'DAEMON_UNAVAILABLE') return undefined;
     throw error;
   }
-  const target = identifyProcess(client.daemon.pid);
+  const target = identify(client.daemon.pid);
   try {
     await client.ops.shutdown({ drain: options.drain === true, timeoutMs });
   } catch (error) {

@@ -3,7 +3,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { identify, processStartTime, stillRunning } from '../daemon/process-identity.js';
+import { identify, processStartTime, stillRunning } from '../common/process-identity.js';
 import { acquireStateLock, StateDirLockedError } from '../daemon/state-lock.js';
 import { makeTempDir } from './support/daemon-process.js';
 

@@ -17,7 +17,7 @@ import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
-import { processStartTime, type ProcessIdentity } from '../../process-identity.js';
+import { processStartTime, type ProcessIdentity } from '../../../common/process-identity.js';
 
 export function agentGroupsDir(stateDir: string): string {
   return join(stateDir, 'agents');

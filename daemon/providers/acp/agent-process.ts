@@ -5,7 +5,7 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { once } from 'node:events';
 import type { Logger } from 'pino';
-import { identify } from '../../process-identity.js';
+import { identify } from '../../../common/process-identity.js';
 import type { AgentGroups } from './agent-groups.js';
 import { ByteRing } from './byte-ring.js';
 import { STDERR_TAIL_BYTES } from './diagnostic.js';
