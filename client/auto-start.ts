@@ -12,6 +12,7 @@ import { createConnection } from 'node:net';
 import { dirname, join } from 'node:path';
 import { SubagentError } from '../protocol/index.js';
 import { defaultSocketPath } from '../common/socket-path.js';
+import { selfIdentity, stillRunning } from '../common/process-identity.js';
 import { defaultDaemonCliPath } from './package-paths.js';
 
 export interface AutoStartOptions {
@@ -92,31 +93,23 @@ export function socketAnswers(path: string, timeoutMs = 1000): Promise<boolean> 
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 /** Takes the start lock, or returns false when a live, recent starter holds it. */
 function tryLock(path: string): boolean {
   try {
-    writeFileSync(path, JSON.stringify({ pid: process.pid, at: Date.now() }), { flag: 'wx', mode: 0o600 });
+    writeFileSync(path, JSON.stringify({ ...selfIdentity(), at: Date.now() }), { flag: 'wx', mode: 0o600 });
     return true;
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
   }
-  let holder: { pid?: number; at?: number } = {};
+  let holder: { pid?: number; startTime?: string; at?: number } = {};
   try {
     holder = JSON.parse(readFileSync(path, 'utf8')) as typeof holder;
   } catch {
     // unreadable: judge by the file's age alone
   }
   const age = Date.now() - (holder.at ?? statMtime(path));
-  const live = typeof holder.pid === 'number' && pidAlive(holder.pid);
+  // Judged by pid and start time: a recycled pid is not the starter that wrote the lock.
+  const live = typeof holder.pid === 'number' && stillRunning({ pid: holder.pid, ...(holder.startTime !== undefined && { startTime: holder.startTime }) });
   if (live && age < LOCK_STALE_MS) return false;
   rmSync(path, { force: true });
   return tryLock(path);
