@@ -1,4 +1,5 @@
 /** What the figures were measured on. */
+import { execFileSync } from 'node:child_process';
 import { availableParallelism, cpus, loadavg, totalmem } from 'node:os';
 
 export interface Machine {
@@ -7,6 +8,8 @@ export interface Machine {
   readonly node: string;
   readonly memory: string;
   readonly date: string;
+  /** The checked-out commit (with "+ uncommitted changes" when the tree differs), or "unknown". */
+  readonly commit: string;
   readonly loadStart: string;
 }
 
@@ -19,6 +22,17 @@ export function machine(): Machine {
     node: process.version,
     memory: `${(totalmem() / 1024 ** 3).toFixed(1)} GiB`,
     date: new Date().toISOString(),
+    commit: checkedOutCommit(),
     loadStart: formatLoad(),
   };
+}
+
+function checkedOutCommit(): string {
+  try {
+    const git = (...args: string[]): string => execFileSync('git', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    const dirty = git('status', '--porcelain', '--untracked-files=no') !== '';
+    return `${git('rev-parse', '--short=12', 'HEAD')}${dirty ? ' + uncommitted changes' : ''}`;
+  } catch {
+    return 'unknown';
+  }
 }
