@@ -304,8 +304,7 @@ describe('background one-shot jobs', () => {
     );
     const jobId = /job (\S+)/.exec(started!.text)![1]!;
     expect(handle.jobs.get(jobId)?.state).toBe('starting');
-    // Kill once the daemon holds the start (a cancel sent in the same tick as the start is
-    // sometimes lost by the wire: see the report of branch tool).
+    // Kill once the daemon is provably working on the start, so the kill meets a pending start.
     await until(async () => (await service.ops.status()).runs.starting === 1);
     const [killed] = await runParentLoop(() => handle.jobTools(), [[{ name: 'job_kill', input: { job_id: jobId } }]], { parent });
     expect(killed!.text).toBe(`job ${jobId} (slow start) was killed: killed before its child started`);
