@@ -5,7 +5,7 @@
  * authority rules surfacing as error results, the listing, and the settlement notice.
  */
 import { describe, expect, it } from 'vitest';
-import { createChildControlTools, createSubagentTool, settlementText, type ToolDefinition } from '../tool/index.js';
+import { createChildControlTools, createSubagentTool, type ToolDefinition } from '../tool/index.js';
 import { FakeChildren, FakeService, provider, text } from './support/tool-fakes.js';
 import { callOnce, runParentLoop } from './support/tool-loop.js';
 import { waitFor } from './support/scripted-fixtures.js';
@@ -165,22 +165,12 @@ describe('settlement notice', () => {
     const got: string[] = [];
     handle.onChildSettled((notice, message) => got.push(`${notice.childId}: ${message.map((b) => (b.type === 'text' ? b.text : '')).join('')}`));
     await callOnce(handle.current()!, { description: 'one', prompt: 'x' }, { parent: 'root' });
-    const notice = { childId: 'child-1', label: 'one', stopReason: 'completed', text: settlementText({ childId: 'child-1', label: 'one', stopReason: 'completed', closingMessage: 'All green.' }) };
+    const notice = { childId: 'child-1', label: 'one', stopReason: 'completed', text: 'one finished. Its closing message:\nAll green.' };
     children.settle(notice);
-    expect(got).toEqual(['child-1: Subagent child-1 (one) finished. Its closing message:\nAll green.']);
+    // The service's wording reaches the parent unchanged.
+    expect(got).toEqual(['child-1: one finished. Its closing message:\nAll green.']);
     await handle.dispose();
     children.settle(notice);
     expect(got).toHaveLength(1);
-  });
-
-  it.each([
-    ['completed', 'finished'],
-    ['aborted', 'was stopped'],
-    ['max-tokens', 'ran out of room'],
-    ['refusal', 'declined'],
-    ['error', 'failed'],
-    ['melted', 'failed (melted)'],
-  ])('%s reads "%s"; no closing message is said so', (stopReason, verb) => {
-    expect(settlementText({ childId: 'c', stopReason })).toBe(`Subagent c ${verb}. It left no closing message.`);
   });
 });
