@@ -73,7 +73,7 @@ export { ensureDaemon, type AutoStartOptions } from './auto-start.js';
 export { defaultSocketPath } from '../common/socket-path.js';
 
 // The model-facing subagent tool and the child-control tools (also `subagentd/tool`).
-export { BackgroundJobs, createChildControlTools, createSubagentTool, settlementMessage, settlementText } from '../tool/index.js';
+export { BackgroundJobs, createChildControlTools, createSubagentTool, settlementMessage } from '../tool/index.js';
 export type {
   ChildControlTools,
   JobSnapshot,

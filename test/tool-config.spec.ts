@@ -3,6 +3,8 @@
  * configuration and what at mount, and that the request carries config verbatim (agentOptions
  * copied, never materialised as {}).
  */
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SubagentError } from '../protocol/index.js';
 import { createSubagentTool, resolveToolConfig, type SubagentToolConfig } from '../tool/index.js';
@@ -121,5 +123,16 @@ describe('refused at mount', () => {
     expect(handle.current()).toBeUndefined();
     expect(handle.refusal()?.code).toBe('UNSUPPORTED_CAPABILITY');
     expect(handle.refusal()?.message).toContain(named);
+  });
+});
+
+describe('the folder', () => {
+  it('imports nothing of ours but protocol/ (the daemon mounts the same tool in its children)', () => {
+    const dir = join(import.meta.dirname, '..', 'tool');
+    const imports = readdirSync(dir)
+      .filter((file) => file.endsWith('.ts'))
+      .flatMap((file) => [...readFileSync(join(dir, file), 'utf8').matchAll(/from '(\.\.?\/[^']+)'/g)].map((m) => m[1]!));
+    expect(imports.length).toBeGreaterThan(0);
+    expect(imports.filter((path) => path.startsWith('../') && !path.startsWith('../protocol/'))).toEqual([]);
   });
 });

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { ParentInput, RemoteSubagentService, SubagentStartEvent } from '../client/index.js';
-import { createSubagentTool, type SubagentToolConfig, type SubagentToolHandle, type ToolDefinition } from '../tool/index.js';
+import { createSubagentTool, type SubagentToolConfig, type SubagentToolHandle, type ToolDefinition, type ToolService } from '../tool/index.js';
 import { startDaemon, waitFor, type DaemonProcess } from './support/daemon-process.js';
 import { ClientPool } from './support/e2e-daemon.js';
 import { callOnce, runParentLoop } from './support/tool-loop.js';
@@ -304,8 +304,7 @@ describe('background one-shot jobs', () => {
     );
     const jobId = /job (\S+)/.exec(started!.text)![1]!;
     expect(handle.jobs.get(jobId)?.state).toBe('starting');
-    // Kill once the daemon holds the start (a cancel sent in the same tick as the start is
-    // sometimes lost by the wire: see the report of branch tool).
+    // Kill once the daemon is provably working on the start, so the kill meets a pending start.
     await until(async () => (await service.ops.status()).runs.starting === 1);
     const [killed] = await runParentLoop(() => handle.jobTools(), [[{ name: 'job_kill', input: { job_id: jobId } }]], { parent });
     expect(killed!.text).toBe(`job ${jobId} (slow start) was killed: killed before its child started`);
@@ -337,6 +336,44 @@ describe('background one-shot jobs', () => {
     expect(result.isError).toBe(true);
     expect(text).toContain('enableRunInBackground: false');
     expect((await stats(tool)).started).toBe(before.started + 1);
+  });
+});
+
+describe('a dispose that fails, at the seam of a real service', () => {
+  /** The real service, except that every run's dispose reports a failure after really disposing. */
+  function failingDispose(real: RemoteSubagentService): ToolService<ParentInput> {
+    return {
+      list: () => real.list(),
+      getProvider: (name) => real.getProvider(name),
+      on: ((event: 'subagent/provider-added', listener: never) => real.on(event, listener)) as ToolService<ParentInput>['on'],
+      start: async (name, request) => {
+        const run = await real.start(name, request);
+        return { ...run, result: run.result, dispose: async () => {
+          await run.dispose();
+          throw new Error('the reaper timed out');
+        } };
+      },
+    };
+  }
+
+  it('foreground: a completed run whose dispose fails is an error; background: appended to the job', async () => {
+    service = await clients.connect(daemon.socket);
+    const handle = createSubagentTool<ParentInput>(failingDispose(service), { provider: 'echo' });
+    handles.push(handle);
+    const transcript = await runParentLoop(
+      () => [mounted(handle), ...handle.jobTools()],
+      [
+        [
+          { name: 'subagent', input: { description: 'fg', prompt: 'echo done' } },
+          { name: 'subagent', input: { description: 'bg', prompt: 'stop error', run_in_background: true } },
+        ],
+        [{ name: 'job_output', input: { job_id: 'subagent-1', wait: true } }],
+      ],
+      { parent },
+    );
+    expect(transcript[0]!.result.isError).toBe(true);
+    expect(transcript[0]!.text).toBe('subagent run completed but could not be disposed\ndispose failed: the reaper timed out\nOutput:\necho done');
+    expect(transcript[2]!.text).toBe('job subagent-1 (bg) failed: error; dispose failed: the reaper timed out\nPartial output before the run ended:\nstopped error');
   });
 });
 

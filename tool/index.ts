@@ -8,6 +8,6 @@ export type { JobSnapshot, JobState } from './background-jobs.js';
 export { createChildControlTools, formatListing } from './child-control-tools.js';
 export type { ChildControlOptions, ChildControlTools } from './child-control-tools.js';
 export { headline } from './run-outcome.js';
-export { settlementMessage, settlementText } from './settlement-notice.js';
+export { settlementMessage } from './settlement-notice.js';
 export type { ToolProvider, ToolService, ToolStartRequest } from './service-shape.js';
 export type { ToolCallContext, ToolDefinition, ToolResult } from './tool-definition.js';

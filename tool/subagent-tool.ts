@@ -67,7 +67,13 @@ export function createSubagentTool<Parent>(
     refused = provider === undefined ? undefined : mountRefusal(service, provider, settings);
     tool = provider === undefined || refused !== undefined ? undefined : buildTool(service, provider, settings, jobs);
     const change = { tool, refusal: refused };
-    for (const listener of listeners) listener(change);
+    for (const listener of listeners) {
+      try {
+        listener(change);
+      } catch {
+        // A harness listener's failure is its own; the mount state is already current.
+      }
+    }
   };
   const subscriptions = [
     service.on('subagent/provider-added', ({ provider }) => {
