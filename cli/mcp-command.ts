@@ -15,14 +15,21 @@ export interface FaceCommandOptions {
 export async function mcpCommand(settings: CommonSettings, options: FaceCommandOptions & { readonly backgroundMode?: BackgroundMode }): Promise<number> {
   const service = await openFaceClient(settings, 'mcp');
   const model = absoluteModel(options.model);
-  const face = createMcpFace({
-    service,
-    providers: options.providers.length > 0 ? options.providers : ['spawn'],
-    cwd: process.cwd(),
-    version: DAEMON_VERSION,
-    ...(model !== undefined && { model }),
-    ...(options.backgroundMode !== undefined && { backgroundMode: options.backgroundMode }),
-  });
+  let face;
+  try {
+    face = createMcpFace({
+      service,
+      providers: options.providers.length > 0 ? options.providers : ['spawn'],
+      cwd: process.cwd(),
+      version: DAEMON_VERSION,
+      ...(model !== undefined && { model }),
+      ...(options.backgroundMode !== undefined && { backgroundMode: options.backgroundMode }),
+    });
+  } catch (error) {
+    // A face that cannot be built (unknown provider, a mode the daemon cannot serve) exits with its reason.
+    await service.close();
+    throw error;
+  }
   try {
     await face.server.connect(new StdioServerTransport());
     await untilHostLeaves();
