@@ -2,7 +2,8 @@
  * `subagentd mcp --background-mode continuable` driven by the MCP SDK's own `Client` over stdio:
  * the control tools listed with tool/'s wording, a durable child started through `subagent`,
  * given a second turn with `send_message`, watched with `list_agents` (which also carries the
- * settlement notices), stopped with `interrupt_agent`, and bad input naming the field.
+ * settlement notices), stopped with `interrupt_agent`, kept across a daemon restart, and bad
+ * input naming the field.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
@@ -128,4 +129,31 @@ it('refuses a bad --background-mode as a usage error, and a face it cannot build
   expect(unknown.signal).toBeNull();
   expect(unknown.code).not.toBe(0);
   expect(unknown.stderr).toContain("no provider named 'nosuch'");
+});
+
+it('keeps a child started through the face across a daemon restart: the face reconnects and the child takes the next message', { timeout: HEAVY_TEST_MS }, async () => {
+  const mcp = await continuableFace('durable', [{ text: 'I will remember kiwi.' }]);
+  const read: string[] = [];
+  const call = async (name: string, args: Record<string, unknown>): Promise<CallToolResult> => {
+    const result = (await mcp.client.callTool({ name, arguments: args })) as CallToolResult;
+    read.push(textOf(result));
+    return result;
+  };
+  const started = await call('subagent', { description: 'keeper', prompt: 'remember the word kiwi' });
+  const childId = /^started subagent (\S+) /.exec(textOf(started))![1]!;
+  /** How many settlement notices of `keeper` the model has read after one more list_agents. */
+  const noticesAfterListing = async (): Promise<number> => {
+    await call('list_agents', {});
+    return read.join('\n').split('keeper finished.').length - 1;
+  };
+  await waitUntil(async () => (await noticesAfterListing()) === 1, 20_000, 'the first notice');
+
+  const restart = await box.run(['restart', '--timeout', '5'], { timeoutMs: 60_000 });
+  expect(restart.code, restart.stderr).toBe(0);
+  // While the face reconnects a call may fail; once back, its child is still listed.
+  await waitUntil(async () => textOf(await call('list_agents', {})).startsWith(`${childId} idle "keeper"`), 20_000, 'the child listed after the restart');
+  const sent = await call('send_message', { subagent_id: childId, message: 'which word?' });
+  expect(sent.isError, textOf(sent)).toBeFalsy();
+  await waitUntil(async () => (await noticesAfterListing()) === 2, 20_000, 'the notice of the restored turn');
+  expect(read.join('\n')).toContain('keeper finished. Its closing message:\nI will remember kiwi.');
 });
