@@ -191,8 +191,20 @@ const COMMANDS: readonly CommandSpec[] = [
     flags: {
       provider: { type: 'string', value: 'P', multiple: true, help: 'a provider offered as a tool, repeatable (default spawn)' },
       model: { type: 'string', value: 'M', help: "the children's model, or scripted:FILE" },
+      'background-mode': {
+        type: 'string',
+        value: 'MODE',
+        choices: ['one-shot', 'continuable'],
+        help: 'one-shot (default): background calls are jobs (job_output, job_kill); continuable: they start durable children (send_message, interrupt_agent, list_agents)',
+      },
     },
-    run: async ({ values, settings }) => (await import('./mcp-command.js')).mcpCommand(settings(), faceOptions(values)),
+    run: async ({ values, settings }) => {
+      const mode = values['background-mode'];
+      if (mode !== undefined && mode !== 'one-shot' && mode !== 'continuable') {
+        throw new UsageError(`--background-mode must be one-shot or continuable, got "${String(mode)}"`);
+      }
+      return (await import('./mcp-command.js')).mcpCommand(settings(), { ...faceOptions(values), ...(mode !== undefined && { backgroundMode: mode }) });
+    },
   },
   {
     name: 'acp',

@@ -3,6 +3,7 @@ import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import type { CommonSettings } from '../daemon/cli/options.js';
 import { DAEMON_VERSION } from '../daemon/version.js';
 import { createMcpFace } from '../faces/mcp/mcp-face.js';
+import type { BackgroundMode } from '../tool/index.js';
 import { openFaceClient, untilHostLeaves } from './face-client.js';
 import { absoluteModel } from './run-command.js';
 
@@ -11,16 +12,24 @@ export interface FaceCommandOptions {
   readonly model: string | undefined;
 }
 
-export async function mcpCommand(settings: CommonSettings, options: FaceCommandOptions): Promise<number> {
+export async function mcpCommand(settings: CommonSettings, options: FaceCommandOptions & { readonly backgroundMode?: BackgroundMode }): Promise<number> {
   const service = await openFaceClient(settings, 'mcp');
   const model = absoluteModel(options.model);
-  const face = createMcpFace({
-    service,
-    providers: options.providers.length > 0 ? options.providers : ['spawn'],
-    cwd: process.cwd(),
-    version: DAEMON_VERSION,
-    ...(model !== undefined && { model }),
-  });
+  let face;
+  try {
+    face = createMcpFace({
+      service,
+      providers: options.providers.length > 0 ? options.providers : ['spawn'],
+      cwd: process.cwd(),
+      version: DAEMON_VERSION,
+      ...(model !== undefined && { model }),
+      ...(options.backgroundMode !== undefined && { backgroundMode: options.backgroundMode }),
+    });
+  } catch (error) {
+    // A face that cannot be built (unknown provider, a mode the daemon cannot serve) exits with its reason.
+    await service.close();
+    throw error;
+  }
   try {
     await face.server.connect(new StdioServerTransport());
     await untilHostLeaves();

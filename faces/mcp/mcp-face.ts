@@ -1,18 +1,32 @@
 /**
  * `subagentd mcp`: the pool as MCP tools, so any MCP host can delegate. Each provider becomes
  * one instance of the seam's model-facing tool (tool/: the first `subagent`, the others
- * `subagent_<name>`), sharing one background job table and its `job_output` / `job_kill`.
- * (Continuable children and their `send_message` / `interrupt_agent` / `list_agents` are not
- * offered yet: the client service has no `children` in main.) What this face adds is MCP: bad arguments are an `InvalidParams` error naming the
- * field; a call's abort cancels its run; a call with a `progressToken` gets
- * `notifications/progress` while its child works. Imports client/, protocol/ and tool/ only.
+ * `subagent_<name>`). Background mode `one-shot` (default): background calls are jobs of one
+ * shared table, read and stopped with `job_output` / `job_kill`. Background mode `continuable`:
+ * background calls (the default there) start durable children of this face's parent session,
+ * driven with tool/'s `send_message` / `interrupt_agent` / `list_agents`; it needs a daemon that
+ * offers children (else the face refuses to start, with the tool's reason). Settlement notices
+ * ride on the next result (settlement-inbox.ts). What this face adds is MCP: bad arguments are
+ * an `InvalidParams` error naming the field; a call's abort cancels its run; a call with a
+ * `progressToken` gets `notifications/progress` while its child works. Imports client/,
+ * protocol/ and tool/ only.
  */
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
-import type { ParentRef, RemoteSubagentService, RunEvent } from '../../client/index.js';
-import { SubagentError } from '../../protocol/index.js';
-import { BackgroundJobs, createSubagentTool, type SubagentToolHandle, type ToolDefinition, type ToolService, type ToolStartRequest } from '../../tool/index.js';
+import type { ParentRef, RemoteChildren, RemoteSubagentService, RunEvent } from '../../client/index.js';
+import { SubagentError, type ContinuableChildren } from '../../protocol/index.js';
+import {
+  BackgroundJobs,
+  createChildControlTools,
+  createSubagentTool,
+  type BackgroundMode,
+  type SubagentToolHandle,
+  type ToolDefinition,
+  type ToolService,
+  type ToolStartRequest,
+} from '../../tool/index.js';
 import { DEFAULT_HEARTBEAT_MS, ProgressForwarder } from './progress.js';
+import { SettlementInbox } from './settlement-inbox.js';
 import { checkToolInput } from './tool-input.js';
 
 export interface McpFaceOptions {
@@ -25,6 +39,8 @@ export interface McpFaceOptions {
   readonly cwd: string;
   readonly version: string;
   readonly heartbeatMs?: number;
+  /** Default `one-shot`; `continuable` needs the service's `children`. */
+  readonly backgroundMode?: BackgroundMode;
 }
 
 /** The calling agent as this face knows it: the host, plus where this call's progress goes. */
@@ -47,12 +63,26 @@ function toolService(service: RemoteSubagentService): ToolService<Caller> {
       service.on(event, listener as never)) as ToolService<Caller>['on'],
     start: (provider, request: ToolStartRequest<Caller>) =>
       service.start(provider, { ...request, parent: request.parent.ref, ...(request.parent.onEvent && { onEvent: request.parent.onEvent }) }),
+    ...(service.children && { children: callerChildren(service.children) }),
+  };
+}
+
+/** The client's children in the tool's terms: the caller acts as its parent reference. */
+function callerChildren(children: RemoteChildren): ContinuableChildren<ToolStartRequest<Caller>, Caller> {
+  return {
+    start: (provider, request) => children.start(provider, { ...request, parent: request.parent.ref }),
+    sendMessage: (childId, message, from) => children.sendMessage(childId, message, from.ref),
+    interrupt: (childId, by, level) => children.interrupt(childId, by.ref, level),
+    list: (of, scope) => children.list(of.ref, scope),
+    onSettled: (listener) => children.onSettled(listener),
   };
 }
 
 export function createMcpFace(options: McpFaceOptions): { readonly server: Server; close(): Promise<void> } {
   const { service } = options;
+  const backgroundMode = options.backgroundMode ?? 'one-shot';
   const tools = toolService(service);
+  const ref: ParentRef = { sessionId: `mcp-${process.pid}`, cwd: options.cwd };
   const jobs = new BackgroundJobs();
   const handles: SubagentToolHandle<Caller>[] = [...toolNames(options.providers)].map(([toolName, provider]) => {
     const info = service.getProvider(provider);
@@ -62,6 +92,7 @@ export function createMcpFace(options: McpFaceOptions): { readonly server: Serve
       {
         provider,
         toolName,
+        backgroundMode,
         // A provider that cannot cap depth is told nothing rather than refused.
         ...(!info.capabilities.depthLimit && { maxDepth: 'provider-managed' as const }),
         ...(options.model !== undefined && { agentOptions: { model: options.model } }),
@@ -72,11 +103,14 @@ export function createMcpFace(options: McpFaceOptions): { readonly server: Serve
     if (refusal) throw refusal;
     return handle;
   });
-  const extra: ToolDefinition<Caller>[] = handles[0]?.jobTools() ?? [];
+  // Continuable mode mounted only with `children` (the tool refuses otherwise), so `tools.children` is there.
+  const continuable = backgroundMode === 'continuable' && tools.children !== undefined;
+  const inbox = new SettlementInbox(ref.sessionId);
+  if (continuable) handles[0]?.onChildSettled(inbox.deliver);
+  const extra: readonly ToolDefinition<Caller>[] = continuable ? createChildControlTools(tools.children!).all : (handles[0]?.jobTools() ?? []);
   const current = (): ToolDefinition<Caller>[] => [...handles.flatMap((h) => h.current() ?? []), ...extra];
 
   const server = new Server({ name: 'subagentd', version: options.version }, { capabilities: { tools: {} } });
-  const ref: ParentRef = { sessionId: `mcp-${process.pid}`, cwd: options.cwd };
 
   server.setRequestHandler(ListToolsRequestSchema, () => ({
     tools: current().map((t): Tool => ({ name: t.name, description: t.description, inputSchema: t.inputSchema as Tool['inputSchema'] })),
@@ -98,7 +132,7 @@ export function createMcpFace(options: McpFaceOptions): { readonly server: Serve
           );
     try {
       const result = await tool.execute(args, { signal: call.signal, parent: { ref, ...(progress && { onEvent: progress.onEvent }) } });
-      return { content: result.content, ...(result.isError && { isError: true }) };
+      return { content: [...result.content, ...inbox.take()], ...(result.isError && { isError: true }) };
     } finally {
       progress?.stop();
     }
