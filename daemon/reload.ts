@@ -23,21 +23,7 @@ import type { DaemonProvider } from './provider.js';
 import { createAcpProvider } from './providers/acp/index.js';
 import { AgentGroups, agentGroupsDir } from './providers/acp/agent-groups.js';
 import type { ProviderRegistry } from './service/provider-registry.js';
-
-/** What status shows of the settings in force (no secrets). */
-export interface SettingsStatus {
-  readonly path?: string;
-  readonly envFile: string;
-  readonly envFileLoaded: boolean;
-  readonly loadedAt: string;
-  /** Bumped by every successful reload. */
-  readonly generation: number;
-  /** Bumped by every reload tried, and why the last one failed (the old settings stayed). */
-  readonly reloadAttempts: number;
-  readonly reloadError?: string;
-  readonly model: { readonly default?: string; readonly endpoint?: string; readonly model?: string; readonly apiKey: 'set' | 'unset'; readonly problem?: string };
-  readonly restartNeeded: string[];
-}
+import type { SettingsStatus } from '../protocol/index.js';
 
 const RESTART_ONLY = ['socket', 'stateDir', 'limits', 'tools', 'persona', 'personaVars', 'maxSteps', 'providerModules', 'tcp', 'requireToken', 'maxFrameBytes'] as const;
 

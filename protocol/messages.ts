@@ -235,6 +235,23 @@ export interface InspectParams extends RunParams {
 }
 export const InspectRequest = new RequestType<InspectParams, InspectResult, SubagentErrorData>('run/inspect');
 
+/** The config file and environment a daemon run by the CLI has in force, as status shows them (no secrets). */
+export interface SettingsStatus {
+  readonly path?: string;
+  /** The daemon's environment file (KEY=VALUE), read at start and on reload. */
+  readonly envFile: string;
+  readonly envFileLoaded: boolean;
+  readonly loadedAt: string;
+  /** Bumped by every successful reload. */
+  readonly generation: number;
+  /** Bumped by every reload tried; `reloadError` says why the last one failed (the old settings stayed). */
+  readonly reloadAttempts: number;
+  readonly reloadError?: string;
+  readonly model: { readonly default?: string; readonly endpoint?: string; readonly model?: string; readonly apiKey: 'set' | 'unset'; readonly problem?: string };
+  /** Changed settings that only a restart applies. */
+  readonly restartNeeded: string[];
+}
+
 export interface StatusResult {
   readonly daemon: DaemonIdentity;
   readonly protocolVersion: string;
@@ -254,21 +271,7 @@ export interface StatusResult {
   };
   readonly memory: { readonly rss: number; readonly heapUsed: number };
   /** The config file and environment in force (no secrets); absent for an embedded daemon. */
-  readonly config?: {
-    readonly path?: string;
-    /** The daemon's environment file (KEY=VALUE), read at start and on reload. */
-    readonly envFile: string;
-    readonly envFileLoaded: boolean;
-    readonly loadedAt: string;
-    /** Bumped by every successful reload. */
-    readonly generation: number;
-    /** Bumped by every reload tried; `reloadError` says why the last one failed (the old settings stayed). */
-    readonly reloadAttempts: number;
-    readonly reloadError?: string;
-    readonly model: { readonly default?: string; readonly endpoint?: string; readonly model?: string; readonly apiKey: 'set' | 'unset'; readonly problem?: string };
-    /** Changed settings that only a restart applies. */
-    readonly restartNeeded: string[];
-  };
+  readonly config?: SettingsStatus;
   /**
    * Present while the state dir cannot be written (full or read-only disk): the daemon still
    * answers, but refuses runs it cannot record. `reason` names each file and its errno.
