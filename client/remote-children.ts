@@ -28,6 +28,7 @@ import {
   type SubagentStartRequestBase,
 } from '../protocol/index.js';
 import { toParentRef } from './parent-ref.js';
+import { commonStartFields } from './start-fields.js';
 import type { RpcChannel } from './rpc-channel.js';
 import type { ClientLogger, ParentInput } from './types.js';
 
@@ -50,7 +51,6 @@ export interface RemoteChildrenContext {
   readonly logger: ClientLogger;
 }
 
-type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
 export class RemoteChildren implements ContinuableChildren<ChildStartRequest, ChildActor> {
   private readonly listeners = new Set<(notice: ChildSettledNotice) => void>();
@@ -66,18 +66,7 @@ export class RemoteChildren implements ContinuableChildren<ChildStartRequest, Ch
       throw new SubagentError('UNSUPPORTED_CAPABILITY', 'a continuable child takes messages, not an output schema', { field: '/outputSchema' });
     }
     if (request.signal.aborted) throw new SubagentError('ABORTED', `the start of '${provider}' was aborted before it was sent`);
-    const params: Mutable<ChildStartParams> = {
-      ownerKey: this.ctx.ownerKey,
-      provider,
-      prompt: request.prompt,
-      parent: toParentRef(request.parent, { includeEvents: descriptor.inheritsParentContext }),
-    };
-    if (request.label !== undefined) params.label = request.label;
-    if (request.agentOptions !== undefined) params.agentOptions = request.agentOptions;
-    if (request.maxDepth !== undefined) params.maxDepth = request.maxDepth;
-    if (request.toolFilter !== undefined) params.toolFilter = request.toolFilter;
-    if (request.persona !== undefined) params.persona = request.persona;
-    if (request.env !== undefined) params.env = { ...request.env };
+    const params: ChildStartParams = { ownerKey: this.ctx.ownerKey, ...commonStartFields(provider, descriptor, request) };
     // Before the answer the signal cancels the start; afterwards the child runs on its own.
     const pending = new CancellationTokenSource();
     const onAbort = (): void => pending.cancel();

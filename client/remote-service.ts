@@ -24,7 +24,6 @@ import {
   StartNotification,
   StartRequest,
   SubagentError,
-  depthProblem,
   WaitRequest,
   type ClientToolDeclaration,
   type AttachResult,
@@ -43,7 +42,7 @@ import {
 import { EventHub } from './event-hub.js';
 import { RemoteChildren } from './remote-children.js';
 import { LocalProviders } from './local-providers.js';
-import { toParentRef } from './parent-ref.js';
+import { commonStartFields } from './start-fields.js';
 import { ProviderDirectory } from './provider-directory.js';
 import { DaemonOps } from './daemon-ops.js';
 import type { RpcChannel } from './rpc-channel.js';
@@ -742,19 +741,8 @@ function startParams(
   request: ClientStartRequest,
   tools: ReadonlyMap<string, ClientTool>,
 ): StartParams {
-  const params: Mutable<StartParams> = {
-    provider: name,
-    prompt: request.prompt,
-    parent: toParentRef(request.parent, { includeEvents: descriptor.inheritsParentContext }),
-  };
-  if (request.label !== undefined) params.label = request.label;
-  if (request.agentOptions !== undefined) params.agentOptions = request.agentOptions;
+  const params: Mutable<StartParams> = commonStartFields(name, descriptor, request);
   if (request.outputSchema !== undefined) params.outputSchema = request.outputSchema;
-  if (request.maxDepth !== undefined) params.maxDepth = request.maxDepth;
-  refuseNegativeZero(params, descriptor);
-  if (request.toolFilter !== undefined) params.toolFilter = request.toolFilter;
-  if (request.persona !== undefined) params.persona = request.persona;
-  if (request.env !== undefined) params.env = { ...request.env };
   if (tools.size > 0) {
     params.tools = [...tools.values()].map(
       ({ name: toolName, description, inputSchema }): ClientToolDeclaration => ({ name: toolName, description, inputSchema }),
@@ -764,19 +752,3 @@ function startParams(
   return params;
 }
 
-/**
- * JSON writes -0 as 0, so the daemon could never see a -0 depth and would take it as 0: refuse
- * it here with the daemon's own words (protocol/depth.ts). Everything else about a depth the
- * daemon checks, in the seam's order; a maxDepth the provider cannot take stays its
- * UNSUPPORTED_CAPABILITY.
- */
-function refuseNegativeZero(params: StartParams, descriptor: ProviderDescriptor): void {
-  const fields: Array<[unknown, string]> = [
-    [descriptor.capabilities.depthLimit ? params.maxDepth : undefined, '/maxDepth'],
-    [params.parent.delegationDepth, '/parent/delegationDepth'],
-    [params.parent.subagentDepth, '/parent/subagentDepth'],
-  ];
-  for (const [value, field] of fields) {
-    if (Object.is(value, -0)) throw new SubagentError('INVALID_REQUEST', depthProblem(value, field)!, { field });
-  }
-}

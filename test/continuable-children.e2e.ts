@@ -126,6 +126,16 @@ it('two clients cannot message, interrupt or list each other\'s children; only t
   expect((await a.list(parent)).entries).toMatchObject([{ id: childId, status: 'running' }]);
 });
 
+it('a continuable start sends what a one-shot start sends, and refuses a -0 depth at the client as a one-shot start does', async () => {
+  const { daemon } = await setup();
+  const parent = { sessionId: 'harness-depth', cwd: daemon.dir };
+  const children = childrenOf(await clients.connect(daemon.socket, { ownerKey: KEY_A }));
+  const error = await rejection(children.start('spawn', { prompt: text('x'), parent, maxDepth: -0, signal: new AbortController().signal }));
+  expect(error).toMatchObject({ code: 'INVALID_REQUEST', details: { field: '/maxDepth' } });
+  expect(error.message).toBe('/maxDepth must be a non-negative safe integer, got -0');
+  expect((await children.list(parent)).entries).toEqual([]);
+});
+
 it('messages to a running child queue FIFO as its next turns; interrupt now stops the turn and keeps the inbox', async () => {
   const { daemon, server } = await setup();
   const parent = { sessionId: 'harness-2', cwd: daemon.dir };

@@ -1,0 +1,53 @@
+/**
+ * The fields a start sends, whether of a one-shot run (`subagent/start`) or of a continuable child
+ * (`child/start`): each copied only when present, the parent as a wire reference, and the one
+ * depth check the daemon cannot make itself. One home, so the two starts never drift apart.
+ */
+import { SubagentError, depthProblem, type ParentRef, type ProviderDescriptor } from '../protocol/index.js';
+import { toParentRef } from './parent-ref.js';
+import type { ClientStartRequest } from './types.js';
+
+export interface CommonStartFields {
+  provider: string;
+  label?: string;
+  prompt: ClientStartRequest['prompt'];
+  parent: ParentRef;
+  agentOptions?: NonNullable<ClientStartRequest['agentOptions']>;
+  maxDepth?: number;
+  toolFilter?: NonNullable<ClientStartRequest['toolFilter']>;
+  persona?: string;
+  env?: Record<string, string>;
+}
+
+export function commonStartFields(provider: string, descriptor: ProviderDescriptor, request: ClientStartRequest): CommonStartFields {
+  const fields: CommonStartFields = {
+    provider,
+    prompt: request.prompt,
+    parent: toParentRef(request.parent, { includeEvents: descriptor.inheritsParentContext }),
+  };
+  if (request.label !== undefined) fields.label = request.label;
+  if (request.agentOptions !== undefined) fields.agentOptions = request.agentOptions;
+  if (request.maxDepth !== undefined) fields.maxDepth = request.maxDepth;
+  refuseNegativeZero(fields, descriptor);
+  if (request.toolFilter !== undefined) fields.toolFilter = request.toolFilter;
+  if (request.persona !== undefined) fields.persona = request.persona;
+  if (request.env !== undefined) fields.env = { ...request.env };
+  return fields;
+}
+
+/**
+ * JSON writes -0 as 0, so the daemon could never see a -0 depth and would take it as 0: refuse
+ * it here with the daemon's own words (protocol/depth.ts). Everything else about a depth the
+ * daemon checks, in the seam's order; a maxDepth the provider cannot take stays its
+ * UNSUPPORTED_CAPABILITY.
+ */
+function refuseNegativeZero(fields: CommonStartFields, descriptor: ProviderDescriptor): void {
+  const checked: Array<[unknown, string]> = [
+    [descriptor.capabilities.depthLimit ? fields.maxDepth : undefined, '/maxDepth'],
+    [fields.parent.delegationDepth, '/parent/delegationDepth'],
+    [fields.parent.subagentDepth, '/parent/subagentDepth'],
+  ];
+  for (const [value, field] of checked) {
+    if (Object.is(value, -0)) throw new SubagentError('INVALID_REQUEST', depthProblem(value, field)!, { field });
+  }
+}
