@@ -6,7 +6,6 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
-import { createConnection } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { pino } from 'pino';
 import { connect } from '../client/index.js';
@@ -16,6 +15,7 @@ import type { AdmissionLimits } from '../daemon/service/admission-queue.js';
 import type { DaemonProvider } from '../daemon/provider.js';
 import { createProviders } from '../test/fixtures/test-providers.js';
 import { sleep, withTimeout, type Cleanup } from './procs.js';
+import { socketAccepts } from '../common/socket-probe.js';
 
 /** This file runs as dist/bench/daemons.js: the repository is two levels up. */
 export const REPO = resolve(import.meta.dirname, '..', '..');
@@ -104,7 +104,7 @@ export async function daemonProcess(cleanup: Cleanup, config: Record<string, unk
   await withTimeout(
     (async () => {
       // The socket file appears at bind(), a moment before listen(): wait until a connect succeeds.
-      while (!(existsSync(socket) && existsSync(`${socket}.token`) && (await accepts(socket)))) {
+      while (!(existsSync(socket) && existsSync(`${socket}.token`) && (await socketAccepts(socket)))) {
         if (child.exitCode !== null) throw new Error(`daemon exited with ${child.exitCode}: ${stderr}`);
         await sleep(10);
       }
@@ -153,15 +153,5 @@ export async function stdioClient(cleanup: Cleanup, config: Record<string, unkno
   return service;
 }
 
-function accepts(path: string): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = createConnection(path);
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-  });
-}
 
 export const abortSignal = (): AbortSignal => new AbortController().signal;

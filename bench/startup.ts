@@ -6,13 +6,13 @@
  */
 import { spawn, execFileSync } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
-import { connect as netConnect } from 'node:net';
 import { join } from 'node:path';
 import { CLI, REPO } from './daemons.js';
 import { Cleanup, rssOf, sleep, withTimeout } from './procs.js';
 import type { Report } from './report.js';
 import { bytes, ms, summarize } from './stats.js';
 import { Table } from './table.js';
+import { socketAccepts } from '../common/socket-probe.js';
 
 export interface StartupOptions {
   /** Alternating pairs per figure. */
@@ -26,14 +26,7 @@ function nodeProcessMs(code: string): number {
   return performance.now() - started;
 }
 
-const accepts = (socket: string): Promise<boolean> =>
-  new Promise((resolve) => {
-    const probe = netConnect(socket, () => {
-      probe.destroy();
-      resolve(true);
-    });
-    probe.once('error', () => resolve(false));
-  });
+
 
 /** Spawn → first accepted connection of the daemon command; its RSS then. */
 async function daemonColdStart(cleanup: Cleanup): Promise<{ ms: number; rss: number }> {
@@ -49,7 +42,7 @@ async function daemonColdStart(cleanup: Cleanup): Promise<{ ms: number; rss: num
   try {
     await withTimeout(
       (async () => {
-        while (!(existsSync(socket) && (await accepts(socket)))) {
+        while (!(existsSync(socket) && (await socketAccepts(socket)))) {
           if (child.exitCode !== null) throw new Error(`daemon exited with ${child.exitCode}`);
           await sleep(2);
         }

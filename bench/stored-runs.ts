@@ -8,7 +8,6 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, existsSync, mkdirSync, writeFileSync } from 'node:fs';
-import { connect as netConnect } from 'node:net';
 import { join } from 'node:path';
 import { connect, type RemoteSubagentService } from '../client/index.js';
 import { CLI } from './daemons.js';
@@ -17,6 +16,7 @@ import { Cleanup, rssOf, sleep, withTimeout } from './procs.js';
 import type { Report } from './report.js';
 import { bytes, ms, summarize } from './stats.js';
 import { Table } from './table.js';
+import { socketAccepts } from '../common/socket-probe.js';
 
 export interface StoredRunsOptions {
   /** Stored-run counts to measure; 0 is the floor. */
@@ -62,14 +62,7 @@ async function writeRunLog(path: string, count: number): Promise<void> {
   });
 }
 
-const accepts = (socket: string): Promise<boolean> =>
-  new Promise((resolve) => {
-    const probe = netConnect(socket, () => {
-      probe.destroy();
-      resolve(true);
-    });
-    probe.once('error', () => resolve(false));
-  });
+
 
 interface Started {
   readonly child: ChildProcess;
@@ -88,7 +81,7 @@ async function startOn(dir: string, cleanup: Cleanup): Promise<Started> {
   cleanup.defer(`stop daemon pid ${child.pid}`, () => stop(child));
   await withTimeout(
     (async () => {
-      while (!(existsSync(socket) && existsSync(`${socket}.token`) && (await accepts(socket)))) {
+      while (!(existsSync(socket) && existsSync(`${socket}.token`) && (await socketAccepts(socket)))) {
         if (child.exitCode !== null) throw new Error(`daemon exited with ${child.exitCode}`);
         await sleep(2);
       }

@@ -13,6 +13,7 @@ import { createConnection } from 'node:net';
 import { ensureDaemon } from '../client/auto-start.js';
 import { readTokenFile, tokenPathFor } from '../daemon/auth-token.js';
 import type { CommonSettings } from '../daemon/cli/options.js';
+import { socketAccepts } from '../common/socket-probe.js';
 
 const HEADER_END = Buffer.from('\r\n\r\n');
 
@@ -108,16 +109,6 @@ export class TokenInjector {
   }
 }
 
-/** Whether a daemon accepts connections at `socket` right now. */
-function socketAnswers(socket: string): Promise<boolean> {
-  return new Promise((resolve) => {
-    const probe = createConnection(socket, () => {
-      probe.destroy();
-      resolve(true);
-    });
-    probe.once('error', () => resolve(false));
-  });
-}
 
 export async function connectCommand(settings: CommonSettings): Promise<number> {
   await ensureDaemon({
@@ -148,7 +139,7 @@ export async function connectCommand(settings: CommonSettings): Promise<number> 
     socket.on('close', () => {
       if (editorGone) return resolve(0);
       process.stdin.destroy();
-      void socketAnswers(settings.socket).then((alive) => {
+      void socketAccepts(settings.socket).then((alive) => {
         if (alive) return resolve(0);
         process.stderr.write(`subagentd connect: the daemon at ${settings.socket} closed the connection; restart the relay to reconnect\n`);
         resolve(1);

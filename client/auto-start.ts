@@ -8,11 +8,11 @@
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync, openSync, closeSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { createConnection } from 'node:net';
 import { dirname, join } from 'node:path';
 import { SubagentError } from '../protocol/index.js';
 import { defaultSocketPath } from '../common/socket-path.js';
 import { selfIdentity, stillRunning } from '../common/process-identity.js';
+import { socketAccepts } from '../common/socket-probe.js';
 import { defaultDaemonCliPath } from './package-paths.js';
 
 export interface AutoStartOptions {
@@ -77,19 +77,6 @@ function unwritable(path: string, error: unknown): SubagentError {
 /** A start lock older than this is abandoned, whatever its pid says. */
 const LOCK_STALE_MS = 30_000;
 
-export function socketAnswers(path: string, timeoutMs = 1000): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = createConnection(path);
-    const done = (alive: boolean): void => {
-      clearTimeout(timer);
-      socket.destroy();
-      resolve(alive);
-    };
-    const timer = setTimeout(() => done(false), timeoutMs);
-    socket.once('connect', () => done(true));
-    socket.once('error', () => done(false));
-  });
-}
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -163,19 +150,19 @@ function forgetStart(path: string, at: number): void {
  */
 export async function ensureDaemon(given: AutoStartOptions = {}): Promise<'running' | 'started'> {
   const options = { ...given, socket: given.socket ?? defaultSocketPath() };
-  if (await socketAnswers(options.socket)) return 'running';
+  if (await socketAccepts(options.socket)) return 'running';
   const dir = dirname(options.socket);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const lockPath = join(dir, 'start.lock');
   const readyBy = Date.now() + (options.readyTimeoutMs ?? 15_000);
   // Another client may be starting it: wait for its daemon instead of racing it.
   while (!tryLock(lockPath)) {
-    if (await socketAnswers(options.socket)) return 'running';
+    if (await socketAccepts(options.socket)) return 'running';
     if (Date.now() > readyBy) throw new SubagentError('DAEMON_UNAVAILABLE', `another client is starting the daemon at ${options.socket}, and it did not come up in time`);
     await sleep(100);
   }
   try {
-    if (await socketAnswers(options.socket)) return 'running';
+    if (await socketAccepts(options.socket)) return 'running';
     const stateDir = options.stateDir;
     const logPath = join(stateDir ?? dir, 'daemon.stderr.log');
     let out: number;
@@ -207,7 +194,7 @@ export async function ensureDaemon(given: AutoStartOptions = {}): Promise<'runni
     let exit: string | undefined;
     child.once('exit', (code, signal) => (exit = signal ? `signal ${signal}` : `code ${code}`));
     child.unref();
-    while (!(await socketAnswers(options.socket))) {
+    while (!(await socketAccepts(options.socket))) {
       if (exit !== undefined) {
         throw startFailure(`the daemon exited (${exit}) before it listened on ${options.socket}`, logPath, offset, exit, 'fix the cause above, then run `subagentd start`');
       }

@@ -6,7 +6,7 @@
  * in /proc) is waited on until its socket stops answering.
  */
 import { SubagentError } from '../protocol/index.js';
-import { socketAnswers } from './auto-start.js';
+import { socketAccepts } from '../common/socket-probe.js';
 import { connect } from './connect.js';
 import { identify, processExited, type ProcessIdentity } from '../common/process-identity.js';
 
@@ -32,7 +32,7 @@ const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
 
 /** Resolves undefined when no daemon answers on the socket. */
 export async function stopDaemon(options: StopDaemonOptions): Promise<StopOutcome | undefined> {
-  if (!(await socketAnswers(options.socket))) return undefined;
+  if (!(await socketAccepts(options.socket))) return undefined;
   const timeoutMs = options.timeoutMs ?? 30_000;
   const graceMs = options.graceMs ?? 10_000;
   let client;
@@ -69,7 +69,7 @@ export async function stopDaemon(options: StopDaemonOptions): Promise<StopOutcom
 async function exited(target: ProcessIdentity, socket: string, withinMs: number): Promise<boolean> {
   const deadline = Date.now() + withinMs;
   for (;;) {
-    const gone = processExited(target) ?? !(await socketAnswers(socket));
+    const gone = processExited(target) ?? !(await socketAccepts(socket));
     if (gone) return true;
     if (Date.now() > deadline) return false;
     await sleep(50);

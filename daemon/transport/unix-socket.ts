@@ -4,9 +4,10 @@
  * ours (a displaced daemon never deletes its successor's).
  */
 import { chmodSync, lstatSync, mkdirSync, statSync, unlinkSync } from 'node:fs';
-import { createConnection, createServer, type Server, type Socket } from 'node:net';
+import { createServer, type Server, type Socket } from 'node:net';
 import { dirname } from 'node:path';
 import { StartupError } from '../startup-error.js';
+import { socketAccepts } from '../../common/socket-probe.js';
 
 export class SocketInUseError extends StartupError {
   override readonly name = 'SocketInUseError';
@@ -26,20 +27,6 @@ export function securePrivateDir(dir: string): void {
   }
 }
 
-/** Does a live daemon answer on this path? */
-export function socketAnswers(path: string, timeoutMs = 1000): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = createConnection(path);
-    const done = (alive: boolean): void => {
-      clearTimeout(timer);
-      socket.destroy();
-      resolve(alive);
-    };
-    const timer = setTimeout(() => done(true), timeoutMs); // accepted but silent still means in use
-    socket.once('connect', () => done(true));
-    socket.once('error', () => done(false));
-  });
-}
 
 export async function listenUnix(
   path: string,
@@ -51,7 +38,8 @@ export async function listenUnix(
   const existing = statOrUndefined(path);
   if (existing) {
     if (!existing.isSocket()) throw new SocketInUseError(`${path} exists and is not a socket; remove it or choose another --socket`);
-    if (await socketAnswers(path)) throw new SocketInUseError(`a daemon is already listening on ${path}`);
+    // Accepted but silent still means in use: a live rival's socket is never deleted.
+    if (await socketAccepts(path, { whenSilent: true })) throw new SocketInUseError(`a daemon is already listening on ${path}`);
     unlinkSync(path);
   }
   beforeListen();

@@ -5,7 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { createConnection } from 'node:net';
+import { socketAccepts } from '../../common/socket-probe.js';
 import { basename, dirname, join, resolve } from 'node:path';
 
 // Two levels up from test/support/, or three from the built dist/test/support/ (bench/fuzz.ts uses it).
@@ -25,16 +25,6 @@ export interface DaemonProcess {
   stop(): Promise<void>;
 }
 
-/** Whether a connect to the unix socket is accepted now. */
-function accepts(socket: string): Promise<boolean> {
-  return new Promise((resolve) => {
-    const probe = createConnection(socket, () => {
-      probe.destroy();
-      resolve(true);
-    });
-    probe.once('error', () => resolve(false));
-  });
-}
 
 export function makeTempDir(prefix = 'subagentd-test-'): string {
   return mkdtempSync(join(tmpdir(), prefix));
@@ -92,7 +82,7 @@ async function launch(
   const fresh = (): boolean => existsSync(socket) && existsSync(`${socket}.token`) && statSync(`${socket}.token`).mtimeMs >= spawnedAt - 5;
   try {
     await waitFor(() => fresh() || proc.exitCode !== null, 10_000, () => `daemon did not listen: ${err}`);
-    while (proc.exitCode === null && !(await accepts(socket))) await new Promise((resolve) => setTimeout(resolve, 10));
+    while (proc.exitCode === null && !(await socketAccepts(socket))) await new Promise((resolve) => setTimeout(resolve, 10));
     if (proc.exitCode !== null) throw new Error(`daemon exited ${proc.exitCode}: ${err}`);
   } catch (error) {
     proc.kill('SIGKILL');
