@@ -24,6 +24,8 @@ export interface BridgeConfig {
   readonly providers?: Readonly<Record<string, string>>;
   /** The CHILDREN's model route (never the parent's). */
   readonly agentOptions?: AgentOptions;
+  /** Start the shared daemon when nothing answers at `socket`. */
+  readonly autoStart: boolean;
 }
 
 const RETRY_MIN_MS = 500;
@@ -66,7 +68,7 @@ export class DaemonBridge {
     const service = await connect({
       socket,
       reconnect: true,
-      autoStart: async () => void (await ensureDaemon({ socket })),
+      ...(this.config.autoStart && { autoStart: async () => void (await ensureDaemon({ socket })) }),
       logger: { error: (message, error) => this.log.error('%s %s', message, error ?? ''), warn: (message) => this.log.warn(message) },
     });
     if (this.closed) return void (await service.close());

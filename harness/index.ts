@@ -5,7 +5,7 @@
  * continuable mode keeps the child in the harness process (`prepareContinuable`), which a
  * daemon-hosted child cannot be.
  *
- * Config: `{ socket?, providers?: { harnessName: daemonProviderName }, agentOptions? }`.
+ * Config: `{ socket?, providers?: { harnessName: daemonProviderName }, agentOptions?, autoStart? }`.
  */
 import { SubagentError, type AgentOptions } from '../protocol/index.js';
 import { defaultSocketPath } from '../client/index.js';
@@ -17,6 +17,8 @@ export interface Config {
   readonly providers?: Readonly<Record<string, string>>;
   /** The children's model: `{ provider?, model?, maxTokens? }`, sent with every start. */
   readonly agentOptions?: AgentOptions;
+  /** Start the shared daemon when nothing answers at the socket (default true). */
+  readonly autoStart?: boolean;
 }
 
 export const name = 'subagentd';
@@ -28,6 +30,7 @@ export async function apply(ctx: HarnessContext, config: Config = {}): Promise<v
     socket: config.socket ?? defaultSocketPath(),
     ...(config.providers !== undefined && { providers: config.providers }),
     ...(config.agentOptions !== undefined && { agentOptions: config.agentOptions }),
+    autoStart: config.autoStart !== false,
   });
   ctx.effect(() => () => bridge.close(), 'subagentd bridge');
   await bridge.open();
@@ -44,6 +47,7 @@ function checkConfig(config: Config): void {
       if (typeof value !== 'string' || value === '') bad(`providers.${key}`, 'must name a daemon provider');
     }
   }
+  if (config.autoStart !== undefined && typeof config.autoStart !== 'boolean') bad('autoStart', 'must be true or false');
   if (config.agentOptions !== undefined && (typeof config.agentOptions !== 'object' || config.agentOptions === null)) {
     bad('agentOptions', 'must be an object');
   }

@@ -94,7 +94,8 @@ describe('daemon loss', () => {
     cleanup.push(() => daemon.stop());
     const ctx = new RecordingContext();
     cleanup.push(() => ctx.dispose());
-    await apply(ctx, { socket: daemon.socket, agentOptions: { model: HELLO } });
+    // No auto-start: the test restarts the daemon itself (an auto-started one would outlive the test).
+    await apply(ctx, { socket: daemon.socket, agentOptions: { model: HELLO }, autoStart: false });
     const spawn = ctx.providers.get('spawn')!;
     const run = await spawn.start(startRequest());
     expect((await run.result).stopReason).toBe('completed');

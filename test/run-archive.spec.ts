@@ -135,7 +135,9 @@ describe('retention', () => {
   });
 
   it('session logs: by age, then the least recently written past the count, sparing live ones', () => {
-    const dir = join(makeTempDir('subagentd-sessions-'), 'sessions');
+    const parent = makeTempDir('subagentd-sessions-');
+    dirs.push(parent);
+    const dir = join(parent, 'sessions');
     dirs.push(dir);
     mkdirSync(dir);
     const now = Date.now();

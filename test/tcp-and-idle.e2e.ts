@@ -3,7 +3,7 @@
  * daemon processes.
  */
 import { spawn } from 'node:child_process';
-import { chmodSync, writeFileSync } from 'node:fs';
+import { chmodSync, rmSync, writeFileSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, expect, it } from 'vitest';
@@ -12,9 +12,18 @@ import { CLI, makeTempDir, startDaemon, type DaemonProcess } from './support/dae
 import { RawPeer } from './support/raw-peer.js';
 
 const daemons: DaemonProcess[] = [];
+const dirs: string[] = [];
 afterEach(async () => {
   await Promise.all(daemons.splice(0).map((d) => d.stop()));
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
+
+/** A temp dir this file removes after each test. */
+function tempDir(): string {
+  const dir = makeTempDir();
+  dirs.push(dir);
+  return dir;
+}
 
 function freePort(): Promise<number> {
   return new Promise((resolve) => {
@@ -40,7 +49,7 @@ async function tcpPeer(port: number): Promise<RawPeer> {
 }
 
 it('TCP requires the bearer token and refuses every method before initialize', async () => {
-  const dir = makeTempDir();
+  const dir = tempDir();
   const tokenFile = join(dir, 'tcp.token');
   writeFileSync(tokenFile, 'a-long-random-bearer-token-for-tests\n', { mode: 0o600 });
   const port = await freePort();
@@ -66,7 +75,7 @@ it.each([
   ['a token file others can read', { mode: 0o644, host: '127.0.0.1' }, /lets others read it/],
   ['a non-loopback address', { mode: 0o600, host: '0.0.0.0' }, /loopback addresses only/],
 ])('refuses to start with %s', async (_name, { mode, host }, message) => {
-  const dir = makeTempDir();
+  const dir = tempDir();
   const tokenFile = join(dir, 'tcp.token');
   writeFileSync(tokenFile, 'a-long-random-bearer-token-for-tests\n');
   chmodSync(tokenFile, mode);
