@@ -195,10 +195,10 @@ async function slowConsumer(report: Report, cleanup: Cleanup, world: BenchWorld,
   } finally {
     sampler.stop();
   }
-  const cutOff = raw.closed;
-
   raw.resume();
   await raw.until(() => raw.responses >= options.slowRuns + 1 && raw.count('subagent/end') >= options.slowRuns, 30_000, 'the backlog');
+  // Read only now: a paused socket does not see the daemon close it.
+  const cutOff = raw.closed;
   const events = raw.count('run/event');
   const ends = raw.count('subagent/end');
   const received = raw.bytesIn;
