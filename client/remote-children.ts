@@ -128,22 +128,21 @@ export class RemoteChildren implements ContinuableChildren<ChildStartRequest, Ch
 
   /** A `child/report` from the daemon. */
   deliverReport(report: ChildReport): void {
-    for (const listener of this.reporters) {
-      try {
-        listener(report);
-      } catch (error) {
-        this.ctx.logger.error('a child/report listener threw', error);
-      }
-    }
+    this.notify(this.reporters, report, 'child/report');
   }
 
-  /** A `child/settled` from the daemon. A listener that throws does not stop the others. */
+  /** A `child/settled` from the daemon. */
   deliver(notice: ChildSettledNotice): void {
-    for (const listener of this.listeners) {
+    this.notify(this.listeners, notice, 'child/settled');
+  }
+
+  /** A listener that throws is logged and does not stop the others. */
+  private notify<T>(listeners: Iterable<(value: T) => void>, value: T, what: string): void {
+    for (const listener of listeners) {
       try {
-        listener(notice);
+        listener(value);
       } catch (error) {
-        this.ctx.logger.error('a child/settled listener threw', error);
+        this.ctx.logger.error(`a ${what} listener threw`, error);
       }
     }
   }

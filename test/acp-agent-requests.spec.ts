@@ -6,13 +6,12 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, symlink, writeFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { DaemonRun } from '../daemon/provider.js';
 import type { AcpProviderConfig } from '../daemon/providers/acp/index.js';
 import type { PermissionResult } from '../protocol/index.js';
 import {
   fakeHost,
-  makeWorkspace,
   provider,
   readRecord,
   request,
@@ -21,19 +20,10 @@ import {
   waitFor,
   type AskHandler,
   type FakeHost,
-  type Workspace,
-  cleanupWorkspace,
+  workspacePerTest,
 } from './fixtures/acp-harness.js';
 
-let ws: Workspace;
-
-beforeEach(async () => {
-  ws = await makeWorkspace();
-});
-
-afterEach(async () => {
-  expect(await cleanupWorkspace(ws), 'agent processes left behind').toEqual([]);
-});
+const ws = workspacePerTest();
 
 /** Several turns on one agent (a resume chain), so a batch of attempts costs one process. */
 async function turns(mode: string, prompts: readonly string[], extra: Partial<AcpProviderConfig> = {}): Promise<string[]> {

@@ -5,11 +5,10 @@
  */
 import { chmod, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { SubagentError } from '../protocol/index.js';
 import {
   fakeHost,
-  makeWorkspace,
   processGone,
   provider,
   readRecord,
@@ -18,22 +17,10 @@ import {
   sdkAgentConfig,
   textOf,
   waitFor,
-  type Workspace,
+  workspacePerTest,
 } from './fixtures/acp-harness.js';
 
-let ws: Workspace;
-
-beforeEach(async () => {
-  ws = await makeWorkspace();
-});
-
-afterEach(async () => {
-  // A leftover agent is a test failure; kill it so one failure does not leak into the next.
-  const leftovers = recordedPids(ws.recordPath).filter((pid) => !processGone(pid));
-  for (const pid of leftovers) process.kill(pid, 'SIGKILL');
-  await ws.cleanup();
-  expect(leftovers, 'agent processes left behind').toEqual([]);
-});
+const ws = workspacePerTest();
 
 async function startFailure(promise: Promise<unknown>): Promise<SubagentError> {
   const error = await promise.then(

@@ -4,13 +4,12 @@
  * structured output), and resume on the same session.
  */
 import { realpathSync } from 'node:fs';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { type ObjectJsonSchema, type SubagentRun } from '../protocol/index.js';
 import type { AcpRun } from '../daemon/providers/acp/index.js';
 import {
   RAW_AGENT,
   fakeHost,
-  makeWorkspace,
   processGone,
   provider,
   readRecord,
@@ -20,20 +19,11 @@ import {
   textOf,
   waitFor,
   type RecordEntry,
-  type Workspace,
-  cleanupWorkspace,
+  workspacePerTest,
 } from './fixtures/acp-harness.js';
 import { rejection } from './support/assertions.js';
 
-let ws: Workspace;
-
-beforeEach(async () => {
-  ws = await makeWorkspace();
-});
-
-afterEach(async () => {
-  expect(await cleanupWorkspace(ws), 'agent processes left behind').toEqual([]);
-});
+const ws = workspacePerTest();
 
 const recorded = (event: string): RecordEntry[] => readRecord(ws.recordPath).filter((e) => e.event === event);
 

@@ -7,31 +7,23 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { AcpProviderConfig } from '../daemon/providers/acp/index.js';
 import { resolveAcpConfig } from '../daemon/providers/acp/config.js';
 import { rejection } from './support/assertions.js';
 import {
   RAW_AGENT,
-  cleanupWorkspace,
   fakeHost,
-  makeWorkspace,
   processGone,
   provider,
   readRecord,
   recordedPids,
   request,
   textOf,
-  type Workspace,
+  workspacePerTest,
 } from './fixtures/acp-harness.js';
 
-let ws: Workspace;
-beforeEach(async () => {
-  ws = await makeWorkspace();
-});
-afterEach(async () => {
-  expect(await cleanupWorkspace(ws), 'agent processes left behind').toEqual([]);
-});
+const ws = workspacePerTest();
 
 function raw(extra: Partial<AcpProviderConfig> = {}, env: Record<string, string> = {}): AcpProviderConfig {
   return {

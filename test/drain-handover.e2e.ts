@@ -46,7 +46,8 @@ async function untilSecondStep(server: ChatCompletionsServer): Promise<void> {
 const exited = (daemon: DaemonProcess): Promise<unknown> =>
   daemon.proc.exitCode !== null ? Promise.resolve(daemon.proc.exitCode) : new Promise((resolve) => daemon.proc.once('exit', resolve));
 
-it('a run/wait pending across a drain answers HANDED_OVER, and the next daemon answers completed', { timeout: 20_000 }, async () => {
+/** A slow model, a daemon on it, and the daemon that follows it after the drain; all stopped after the test. */
+async function drainScene(): Promise<{ server: ChatCompletionsServer; daemon: DaemonProcess; restart(): Promise<DaemonProcess> }> {
   const server = await slowModel();
   const daemon = await daemonWith(server);
   let next: DaemonProcess | undefined;
@@ -54,6 +55,11 @@ it('a run/wait pending across a drain answers HANDED_OVER, and the next daemon a
     await next?.stop();
     await daemon.stop();
   });
+  return { server, daemon, restart: async () => (next = await restartDaemon(daemon, ENV)) };
+}
+
+it('a run/wait pending across a drain answers HANDED_OVER, and the next daemon answers completed', { timeout: 20_000 }, async () => {
+  const { server, daemon, restart } = await drainScene();
   const peer = await RawPeer.initialized(daemon.socket);
   const started = (await peer.request('subagent/start', { provider: 'spawn', prompt: [{ type: 'text', text: 'long task' }], parent: { sessionId: 'p', cwd: daemon.dir } }))
     .result as { runId: string; runToken: string };
@@ -67,7 +73,7 @@ it('a run/wait pending across a drain answers HANDED_OVER, and the next daemon a
   expect(answer.error?.message).toMatch(/handed to the next daemon.*re-attach.*wait on the next daemon/);
   expect(await gone).toBe(0);
 
-  next = await restartDaemon(daemon, ENV);
+  const next = await restart();
   const again = await RawPeer.initialized(next.socket);
   expect((await again.request('run/attach', { runId: started.runId, runToken: started.runToken })).error).toBeUndefined();
   const result = (await again.request('run/wait', { runId: started.runId }, 10_000)).result;
@@ -77,13 +83,7 @@ it('a run/wait pending across a drain answers HANDED_OVER, and the next daemon a
 });
 
 it("a reconnecting client's wait() across a drain resolves with the next daemon's outcome", { timeout: 30_000 }, async () => {
-  const server = await slowModel();
-  const daemon = await daemonWith(server);
-  let next: DaemonProcess | undefined;
-  cleanup.push(async () => {
-    await next?.stop();
-    await daemon.stop();
-  });
+  const { server, daemon, restart } = await drainScene();
   const service = await connect({ socket: daemon.socket, logger: captureLogger(), reconnect: { maxAttempts: 100, initialDelayMs: 20, maxDelayMs: 100 } });
   cleanup.push(() => service.close());
   const run = (await service.start('spawn', { prompt: [{ type: 'text', text: 'long task' }], signal: new AbortController().signal, parent: { sessionId: 'p', cwd: daemon.dir } })) as RemoteSubagentRun;
@@ -94,7 +94,7 @@ it("a reconnecting client's wait() across a drain resolves with the next daemon'
   await ops.ops.shutdown({ drain: true, timeoutMs: 300 }).catch(() => undefined);
   await ops.close();
   expect(await gone).toBe(0);
-  next = await restartDaemon(daemon, ENV);
+  await restart();
   await expect(within(waited, 15_000, 'the handed-over wait')).resolves.toMatchObject({
     stopReason: 'completed',
     output: [{ type: 'text', text: 'finished by the next daemon' }],

@@ -55,6 +55,19 @@ async function stats(tool: ToolDefinition<ParentInput>): Promise<{ started: numb
   return JSON.parse(text) as { started: number; disposed: number; rollbacks: number };
 }
 
+/**
+ * A call the tool refuses before any child starts: an error result saying why, and the daemon's
+ * start counter moved only by the counters' own read.
+ */
+async function expectRefusedBeforeStart(context: Parameters<typeof callOnce>[2], why: string): Promise<void> {
+  const tool = mounted(await open({ provider: 'echo' }));
+  const before = await stats(tool);
+  const { result, text } = await callOnce(tool, { description: 'refused', prompt: 'echo x' }, context);
+  expect(result.isError).toBe(true);
+  expect(text).toContain(why);
+  expect((await stats(tool)).started).toBe(before.started + 1);
+}
+
 /** The daemon's view of a run: its state and stop reason. */
 async function stateOf(runId: string): Promise<{ state: string; stopReason?: string }> {
   const { run } = await service.ops.inspect(runId);
@@ -137,12 +150,7 @@ describe('foreground calls', () => {
   });
 
   it('an already-aborted call never starts a provider', async () => {
-    const tool = mounted(await open({ provider: 'echo' }));
-    const before = await stats(tool);
-    const { result, text } = await callOnce(tool, { description: 'late', prompt: 'echo x' }, { parent, signal: AbortSignal.abort() });
-    expect(result.isError).toBe(true);
-    expect(text).toContain('tool call aborted before dispatch');
-    expect((await stats(tool)).started).toBe(before.started + 1);
+    await expectRefusedBeforeStart({ parent, signal: AbortSignal.abort() }, 'tool call aborted before dispatch');
   });
 
   it('aborting the call cancels the child: the run reads as cancelled and is disposed', async () => {
@@ -159,12 +167,7 @@ describe('foreground calls', () => {
   });
 
   it('a call without a calling agent is refused and starts nothing', async () => {
-    const tool = mounted(await open({ provider: 'echo' }));
-    const before = await stats(tool);
-    const { result, text } = await callOnce(tool, { description: 'orphan', prompt: 'echo x' }, {});
-    expect(result.isError).toBe(true);
-    expect(text).toContain('requires a calling agent');
-    expect((await stats(tool)).started).toBe(before.started + 1);
+    await expectRefusedBeforeStart({}, 'requires a calling agent');
   });
 
   it('sibling calls in one step run concurrently, each with its description as the run label', async () => {
