@@ -1,5 +1,5 @@
 /**
- * The daemon CLI (dist/daemon/cli.js) unchanged, plus one hook for memory measurements: on
+ * The daemon CLI (dist/cli/main.js) unchanged, plus one hook for memory measurements: on
  * SIGUSR2 it runs a full garbage collection and reports its memory on stderr, so the bench can
  * compare live memory rather than whatever garbage happens to be uncollected.
  *   node --expose-gc dist/bench/daemon-host.js daemon --socket S --state-dir D --config C
@@ -11,4 +11,4 @@ process.on('SIGUSR2', () => {
   const memory = process.memoryUsage();
   process.stderr.write(`bench-gc rss=${memory.rss} heapUsed=${memory.heapUsed}\n`);
 });
-await import('../daemon/cli.js');
+await import('../cli/main.js');

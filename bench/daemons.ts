@@ -19,7 +19,7 @@ import { socketAccepts } from '../common/socket-probe.js';
 
 /** This file runs as dist/bench/daemons.js: the repository is two levels up. */
 export const REPO = resolve(import.meta.dirname, '..', '..');
-export const CLI = join(REPO, 'dist', 'daemon', 'cli.js');
+export const CLI = join(REPO, 'dist', 'cli', 'main.js');
 export const FIXTURE_PROVIDERS = join(REPO, 'dist', 'test', 'fixtures', 'test-providers.js');
 
 export interface InProcessDaemon {

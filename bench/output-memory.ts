@@ -30,7 +30,7 @@ async function main(): Promise<void> {
   });
   const cap = process.argv[3] === undefined ? {} : { limits: { maxOutputBytes: Number(process.argv[3]) } };
   writeFileSync(config, JSON.stringify({ ...cap, providers: [agent(64 * 1024), agent(mib * MIB)] }));
-  const daemon = spawn(process.execPath, [join(REPO, 'dist', 'daemon', 'cli.js'), 'daemon', '--socket', socket, '--state-dir', stateDir, '--config', config], { stdio: 'ignore' });
+  const daemon = spawn(process.execPath, [join(REPO, 'dist', 'cli', 'main.js'), 'daemon', '--socket', socket, '--state-dir', stateDir, '--config', config], { stdio: 'ignore' });
   try {
     for (let i = 0; i < 200 && !(existsSync(`${socket}.token`) && existsSync(socket)); i++) await new Promise((r) => setTimeout(r, 50));
     const service = await connect({ socket });

@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { SubagentError, type ChildEntry, type ChildSettledNotice, type RemoteChildren, type RemoteSubagentService } from '../client/index.js';
-import type { CommonSettings } from '../daemon/cli/options.js';
+import type { CommonSettings } from './options.js';
 import { openClient } from './daemon-client.js';
 import { table } from './format.js';
 import { absoluteModel } from './run-command.js';

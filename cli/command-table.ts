@@ -5,7 +5,7 @@
  * a missing operand is a UsageError (exit 2) worded for people, never node's raw parseArgs text.
  */
 import { parseArgs } from 'node:util';
-import { COMMON_FLAGS, commonSettings, parseOptions, type CommonSettings, type FlagSpec, type FlagSpecs } from '../daemon/cli/options.js';
+import { COMMON_FLAGS, commonSettings, parseOptions, type CommonSettings, type FlagSpec, type FlagSpecs } from './options.js';
 
 export type { FlagSpec, FlagSpecs };
 

@@ -2,7 +2,7 @@
  * `subagentd completion bash|zsh|fish`: a completion script generated from the command table, so
  * it offers exactly the commands and flags the parser accepts. An unknown shell is a usage error.
  */
-import { COMMON_FLAGS } from '../daemon/cli/options.js';
+import { COMMON_FLAGS } from './options.js';
 import { flagWords, UsageError, type CommandSpec, type FlagSpecs } from './command-table.js';
 
 export const SHELLS = ['bash', 'zsh', 'fish'] as const;

@@ -11,8 +11,8 @@
  */
 import { createConnection } from 'node:net';
 import { ensureDaemon } from '../client/auto-start.js';
-import { readTokenFile, tokenPathFor } from '../daemon/auth-token.js';
-import type { CommonSettings } from '../daemon/cli/options.js';
+import { readTokenFile, tokenPathFor } from '../daemon/connection/auth-token.js';
+import type { CommonSettings } from './options.js';
 import { socketAccepts } from '../common/socket-probe.js';
 
 const HEADER_END = Buffer.from('\r\n\r\n');

@@ -1,7 +1,7 @@
 /** How the CLI reaches the daemon: the shared socket, started on demand for commands that need it. */
 import { connect, SubagentError, type RemoteSubagentService } from '../client/index.js';
 import { ensureDaemon } from '../client/auto-start.js';
-import type { CommonSettings } from '../daemon/cli/options.js';
+import type { CommonSettings } from './options.js';
 import { ConfigError } from '../daemon/config.js';
 
 /** Ops requests must not hang on a hung daemon. */

@@ -4,7 +4,7 @@
  * With `--json` the error is one object `{"error":{"code","message",…}}` on stdout instead.
  */
 import { ConfigError } from '../daemon/config.js';
-import { StartupError } from '../daemon/startup-error.js';
+import { StartupError } from '../daemon/ops/startup-error.js';
 import { SubagentError } from '../protocol/index.js';
 import { UsageError } from './command-table.js';
 

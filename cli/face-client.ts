@@ -4,8 +4,8 @@
  * it restarts. stdout belongs to the face's protocol: every diagnostic goes to stderr.
  */
 import { connect, ensureDaemon, type PermissionHandler, type RemoteSubagentService } from '../client/index.js';
-import type { CommonSettings } from '../daemon/cli/options.js';
-import { DAEMON_VERSION } from '../daemon/version.js';
+import type { CommonSettings } from './options.js';
+import { DAEMON_VERSION } from '../daemon/ops/version.js';
 
 export async function openFaceClient(
   settings: CommonSettings,

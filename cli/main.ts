@@ -5,8 +5,8 @@
  * COMMANDS (name, operands, summary, flags, handler); usage, `help CMD`, `CMD --help` and shell
  * completion are generated from the table (see command-table.ts).
  */
-import { DAEMON_FLAGS } from '../daemon/cli/options.js';
-import { DAEMON_VERSION } from '../daemon/version.js';
+import { DAEMON_FLAGS } from './options.js';
+import { DAEMON_VERSION } from '../daemon/ops/version.js';
 import { commandHelp, parseCommand, usage, UsageError, type CommandInput, type CommandSpec } from './command-table.js';
 import { completionScript, SHELLS } from './completion.js';
 import { connectCommand } from './connect-command.js';
@@ -107,7 +107,7 @@ const COMMANDS: readonly CommandSpec[] = [
     summary: 'run the daemon in the foreground',
     flags: DAEMON_FLAGS,
     // Loaded on demand: the daemon's code is most of the CLI's start-up time.
-    run: async ({ argv }) => (await import('../daemon/cli/daemon-command.js')).daemonCommand(argv),
+    run: async ({ argv }) => (await import('./daemon-command.js')).daemonCommand(argv),
   },
   {
     name: 'start',
@@ -265,12 +265,14 @@ async function main(argv: string[]): Promise<number> {
 }
 
 // A reader that went away (`subagentd logs | head`) ends us quietly, as it does any Unix filter.
-process.stdout.on('error', (error: NodeJS.ErrnoException) => {
-  if (error.code === 'EPIPE') process.exit(process.exitCode ?? 0);
-  throw error;
-});
-
+// Not for the daemon: in stdio mode its stdout is the wire, and a lost peer is a drain, not an exit.
 const argv = process.argv.slice(2);
+if (argv[0] !== 'daemon') {
+  process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+    throw error;
+  });
+}
 main(argv).then(
   (code) => {
     process.exitCode = code;

@@ -1,7 +1,7 @@
 /** `subagentd mcp`: the MCP face on stdio (faces/mcp), over the shared daemon. */
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
-import type { CommonSettings } from '../daemon/cli/options.js';
-import { DAEMON_VERSION } from '../daemon/version.js';
+import type { CommonSettings } from './options.js';
+import { DAEMON_VERSION } from '../daemon/ops/version.js';
 import { createMcpFace } from '../faces/mcp/mcp-face.js';
 import type { BackgroundMode } from '../tool/index.js';
 import { openFaceClient, untilHostLeaves } from './face-client.js';

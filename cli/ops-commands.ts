@@ -6,9 +6,9 @@ import { SubagentError, type RunInfo, type RunState, type StatusResult } from '.
 import { ConfigError } from '../daemon/config.js';
 import { ensureDaemon } from '../client/auto-start.js';
 import { stopDaemon, type StopOutcome } from '../client/stop-daemon.js';
-import { readSessionFile } from '../daemon/agent/session/session-reader.js';
-import type { CommonSettings } from '../daemon/cli/options.js';
-import { stateFiles } from '../daemon/paths.js';
+import { readSessionFile } from '../daemon/store/session-reader.js';
+import type { CommonSettings } from './options.js';
+import { stateFiles } from '../daemon/ops/paths.js';
 import { openClient } from './daemon-client.js';
 import { bytes, duration, since, table } from './format.js';
 

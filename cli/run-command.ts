@@ -6,7 +6,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { SubagentError, type ObjectJsonSchema, type RunEvent, type SubagentResult } from '../protocol/index.js';
-import type { CommonSettings } from '../daemon/cli/options.js';
+import type { CommonSettings } from './options.js';
 import { packageRoot } from '../client/package-paths.js';
 import type { RemoteSubagentService } from '../client/index.js';
 import { openClient } from './daemon-client.js';

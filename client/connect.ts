@@ -54,7 +54,7 @@ export interface SocketConnectOptions extends CommonConnectOptions {
 export interface SpawnConnectOptions extends CommonConnectOptions {
   /** Spawn a private daemon on stdio; it lives as long as this connection. */
   readonly spawn: 'stdio';
-  /** Defaults to this Node binary running `<package>/dist/daemon/cli.js daemon --stdio`. */
+  /** Defaults to this Node binary running `<package>/dist/cli/main.js daemon --stdio`. */
   readonly command?: string;
   /** Defaults to the CLI's `daemon --stdio` when `command` is not given, else to no arguments. */
   readonly args?: readonly string[];

@@ -8,9 +8,9 @@ import { fileURLToPath } from 'node:url';
 
 const runningFromSource = import.meta.url.endsWith('.ts');
 
-/** The daemon CLI that `connect({ spawn: 'stdio' })` runs by default. */
+/** The `subagentd` CLI, whose `daemon --stdio` command `connect({ spawn: 'stdio' })` runs by default. */
 export function defaultDaemonCliPath(): string {
-  const relative = runningFromSource ? '../dist/daemon/cli.js' : '../daemon/cli.js';
+  const relative = runningFromSource ? '../dist/cli/main.js' : '../cli/main.js';
   return fileURLToPath(new URL(relative, import.meta.url));
 }
 

@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import type { ModelResolver } from './agent/model/model-adapter.js';
 import { createModelResolver } from './agent/model/model-resolver.js';
 import type { DaemonConfig } from './config.js';
-import { stateFiles } from './paths.js';
+import { stateFiles } from './ops/paths.js';
 import type { DaemonProvider } from './provider.js';
 import type { Delegation } from './service/delegation.js';
 import { createAcpProvider } from './providers/acp/index.js';

@@ -10,5 +10,5 @@ export { createSpawnProvider, createForkProvider, type InProcessProviderOptions 
 export { createAcpProvider, type AcpProviderConfig } from './providers/acp/index.js';
 export { createModelResolver } from './agent/model/model-resolver.js';
 export { loadConfig, parseConfig, ConfigError, type DaemonConfig } from './config.js';
-export { createLogger } from './logger.js';
+export { createLogger } from './ops/logger.js';
 export type { ModelAdapter, ModelResolver, ModelStep, ModelStepRequest } from './agent/model/model-adapter.js';

@@ -4,7 +4,7 @@
  */
 import { pathToFileURL } from 'node:url';
 import type { Logger } from 'pino';
-import type { DaemonConfig } from './config.js';
+import { ConfigError, type DaemonConfig } from './config.js';
 import type { DaemonProvider } from './provider.js';
 
 export interface ProviderModuleContext {
@@ -16,12 +16,17 @@ export interface ProviderModuleContext {
 export async function loadProviderModules(paths: readonly string[], context: ProviderModuleContext): Promise<DaemonProvider[]> {
   const providers: DaemonProvider[] = [];
   for (const path of paths) {
-    const mod = (await import(pathToFileURL(path).href)) as { createProviders?: unknown };
+    let mod: { createProviders?: unknown };
+    try {
+      mod = (await import(pathToFileURL(path).href)) as { createProviders?: unknown };
+    } catch (error) {
+      throw new ConfigError(`provider module ${path} could not be loaded: ${error instanceof Error ? error.message : String(error)}`);
+    }
     if (typeof mod.createProviders !== 'function') {
-      throw new Error(`provider module ${path} must export a function createProviders(context)`);
+      throw new ConfigError(`provider module ${path} must export a function createProviders(context)`);
     }
     const created = (await mod.createProviders(context)) as unknown;
-    if (!Array.isArray(created)) throw new Error(`createProviders in ${path} must return an array of providers`);
+    if (!Array.isArray(created)) throw new ConfigError(`createProviders in ${path} must return an array of providers`);
     providers.push(...(created as DaemonProvider[]));
   }
   return providers;

@@ -2,8 +2,8 @@ import { appendFile, readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { SessionEvent, SessionHeader } from '../protocol/index.js';
-import { SessionLog, sessionFilePath } from '../daemon/agent/session/session-log.js';
-import { readSessionFile, SessionFileError } from '../daemon/agent/session/session-reader.js';
+import { SessionLog, sessionFilePath } from '../daemon/store/session-log.js';
+import { readSessionFile, SessionFileError } from '../daemon/store/session-reader.js';
 import { useTempDirs } from './support/scripted-fixtures.js';
 
 const tempDir = useTempDirs();

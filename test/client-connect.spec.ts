@@ -210,8 +210,8 @@ connection.listen();
 `;
 
 describe('connect: private stdio daemon', { timeout: 10_000 }, () => {
-  it('resolves the default CLI to <repo>/dist/daemon/cli.js when running from source', () => {
-    expect(defaultDaemonCliPath()).toBe(join(repoRoot, 'dist/daemon/cli.js'));
+  it('resolves the default CLI to <repo>/dist/cli/main.js when running from source', () => {
+    expect(defaultDaemonCliPath()).toBe(join(repoRoot, 'dist/cli/main.js'));
   });
 
   it('speaks JSON-RPC over the child stdio and reports its exit, with stderr, as DAEMON_UNAVAILABLE within 1 s', async () => {

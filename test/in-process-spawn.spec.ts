@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { SubagentError, type SessionEvent } from '../protocol/index.js';
 import { ModelError } from '../daemon/agent/model/model-adapter.js';
 import type { ModelScript } from '../daemon/agent/model/scripted.js';
-import { readSessionFile } from '../daemon/agent/session/session-reader.js';
+import { readSessionFile } from '../daemon/store/session-reader.js';
 import { createSpawnProvider } from '../daemon/providers/in-process/index.js';
 import {
   fakeHost,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ProgressBacklog } from '../daemon/transport/progress-backlog.js';
+import { ProgressBacklog } from '../daemon/connection/progress-backlog.js';
 
 const delta = (text: string) => ({ kind: 'text-delta', text }) as const;
 const turnEnd = { kind: 'session', event: { type: 'turn/end', reason: 'completed' } } as const;

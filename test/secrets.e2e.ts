@@ -1,6 +1,6 @@
 /**
  * Children cannot read the daemon's secrets: the daemon re-executes itself without its API keys
- * in the environment (daemon/secrets.ts), so `/proc/<daemon pid>/environ` — read here by the test
+ * in the environment (daemon/ops/secrets.ts), so `/proc/<daemon pid>/environ` — read here by the test
  * (as any same-uid process, e.g. an ACP agent, could) and by a child's shell tool — holds none,
  * while the model still gets its key.
  */

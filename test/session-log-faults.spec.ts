@@ -7,7 +7,7 @@ import { readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { SessionLog, SessionWriteError } from '../daemon/agent/session/session-log.js';
+import { SessionLog, SessionWriteError } from '../daemon/store/session-log.js';
 import { useTempDirs } from './support/scripted-fixtures.js';
 
 const tempDir = useTempDirs();

@@ -4,7 +4,7 @@ import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { identify, processStartTime, stillRunning } from '../common/process-identity.js';
-import { acquireStateLock, StateDirLockedError } from '../daemon/state-lock.js';
+import { acquireStateLock, StateDirLockedError } from '../daemon/ops/state-lock.js';
 import { makeTempDir } from './support/daemon-process.js';
 
 const dirs: string[] = [];

@@ -8,7 +8,7 @@ import type { Logger } from 'pino';
 import type { ContentBlock, RunEvent, SessionEvent, ToolCall, TurnEndReason } from '../../protocol/index.js';
 import { boundDiagnostic } from './diagnostic.js';
 import { ModelError, type ModelFinish, type ModelStep, type ResolvedModel } from './model/model-adapter.js';
-import type { SessionLog } from './session/session-log.js';
+import type { SessionLog } from '../store/session-log.js';
 import type { SteeringQueue } from './steering-queue.js';
 import type { ToolRegistry } from './tools/tool-registry.js';
 

@@ -11,7 +11,7 @@ import type { RunHost } from '../provider.js';
 import { runTurn } from './agent-loop.js';
 import type { ResolvedModel } from './model/model-adapter.js';
 import { buildRunResult } from './run-result.js';
-import { SessionLog } from './session/session-log.js';
+import { SessionLog } from '../store/session-log.js';
 import { SteeringQueue } from './steering-queue.js';
 import type { StructuredCapture } from './tools/structured-output.js';
 import type { ToolRegistry } from './tools/tool-registry.js';

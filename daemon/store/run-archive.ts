@@ -17,7 +17,7 @@
  * - A line that no longer parses is skipped and counted in `unreadable`, never fatal.
  */
 import { closeSync, existsSync, fstatSync, ftruncateSync, openSync, readSync, renameSync, rmSync, writeSync } from 'node:fs';
-import type { IndexedRun } from './run-index.js';
+import type { IndexedRun } from './indexed-run.js';
 
 const ENTRY = 12;
 const BLOCK_ENTRIES = 256;

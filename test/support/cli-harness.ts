@@ -13,7 +13,7 @@ import type { StatusResult } from '../../protocol/index.js';
 
 export const REPO = resolve(import.meta.dirname, '..', '..');
 export const MAIN = join(REPO, 'dist', 'cli', 'main.js');
-export const DAEMON_CLI = join(REPO, 'dist', 'daemon', 'cli.js');
+export const DAEMON_CLI = join(REPO, 'dist', 'cli', 'main.js');
 export const EXAMPLES = join(REPO, 'examples');
 export const FIXTURE_PROVIDERS = join(REPO, 'dist', 'test', 'fixtures', 'test-providers.js');
 

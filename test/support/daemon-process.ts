@@ -11,7 +11,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 // Two levels up from test/support/, or three from the built dist/test/support/ (bench/fuzz.ts uses it).
 const up = resolve(import.meta.dirname, '..', '..');
 export const REPO = basename(up) === 'dist' ? dirname(up) : up;
-export const CLI = join(REPO, 'dist', 'daemon', 'cli.js');
+export const CLI = join(REPO, 'dist', 'cli', 'main.js');
 export const FIXTURE_PROVIDERS = join(REPO, 'dist', 'test', 'fixtures', 'test-providers.js');
 
 export interface DaemonProcess {

@@ -16,7 +16,7 @@ export interface LoadDaemon extends DaemonProcess {
   readonly fastDir: string;
 }
 
-/** A real daemon (dist/daemon/cli.js) with the fixture providers; state on /dev/shm if possible. */
+/** A real daemon (dist/cli/main.js daemon) with the fixture providers; state on /dev/shm if possible. */
 export async function startLoadDaemon(config: Record<string, unknown> = {}): Promise<LoadDaemon> {
   // A configured real model must never be reached from these tests.
   for (const key of ['DEEPSEEK_API_KEY', 'OPENAI_API_KEY', 'OPENAI_BASE_URL', 'SUBAGENTD_MODEL']) delete process.env[key];

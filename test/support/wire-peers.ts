@@ -6,7 +6,7 @@
 import { writeFileSync } from 'node:fs';
 import { createConnection, createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
-import { UNCAUGHT_EXCEPTION, UNHANDLED_REJECTION } from '../../daemon/process-guards.js';
+import { UNCAUGHT_EXCEPTION, UNHANDLED_REJECTION } from '../../daemon/ops/process-guards.js';
 import { PROTOCOL_VERSION } from '../../protocol/index.js';
 import { RawPeer } from './raw-peer.js';
 

@@ -11,7 +11,7 @@
 import { readlinkSync, writeSync } from 'node:fs';
 import { pino, type Logger } from 'pino';
 import { LogFile } from './log-file.js';
-import type { StateFaults } from './store/state-faults.js';
+import type { StateFaults } from '../store/state-faults.js';
 
 /** Unwritten log bytes kept while the file cannot be written; later lines are dropped. */
 const LOG_BACKLOG_BYTES = 4 * 1024 * 1024;

@@ -5,7 +5,7 @@
  * second daemon with its pid named. An old lock without a start time is judged by its pid alone.
  */
 import { readFileSync, unlinkSync, writeFileSync } from 'node:fs';
-import { selfIdentity, stillRunning, type ProcessIdentity } from '../common/process-identity.js';
+import { selfIdentity, stillRunning, type ProcessIdentity } from '../../common/process-identity.js';
 import { StartupError, startupFailure } from './startup-error.js';
 
 export class StateDirLockedError extends StartupError {

@@ -6,7 +6,7 @@
  */
 import { mkdirSync, openSync, write } from 'node:fs';
 import { dirname } from 'node:path';
-import type { StateFaults } from './store/state-faults.js';
+import type { StateFaults } from '../store/state-faults.js';
 
 export class LogFile {
   private fd: number | undefined;

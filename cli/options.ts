@@ -4,8 +4,8 @@
  * and shell completion are all generated from these declarations.
  */
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { loadConfig, type DaemonConfig } from '../config.js';
-import { defaultSocketPath, defaultStateDir } from '../paths.js';
+import { loadConfig, type DaemonConfig } from '../daemon/config.js';
+import { defaultSocketPath, defaultStateDir } from '../daemon/ops/paths.js';
 import { resolve } from 'node:path';
 
 export interface FlagSpec {

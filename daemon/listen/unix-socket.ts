@@ -6,7 +6,7 @@
 import { chmodSync, lstatSync, mkdirSync, statSync, unlinkSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { dirname } from 'node:path';
-import { StartupError } from '../startup-error.js';
+import { StartupError } from '../ops/startup-error.js';
 import { socketAccepts } from '../../common/socket-probe.js';
 
 export class SocketInUseError extends StartupError {

@@ -1,18 +1,18 @@
 /** `subagentd daemon [--stdio]`: run the daemon in the foreground until stopped. */
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { createBuiltinProviders } from '../builtin-providers.js';
-import { ConfigError } from '../config.js';
-import { createDaemon } from '../daemon.js';
-import { DaemonSettings } from '../reload.js';
-import { Delegation } from '../service/delegation.js';
-import { createLogger } from '../logger.js';
-import { stateFiles } from '../paths.js';
-import { installProcessGuards } from '../process-guards.js';
-import { loadProviderModules } from '../provider-modules.js';
-import { secretNames, takeSecrets } from '../secrets.js';
-import { startupFailure } from '../startup-error.js';
-import { StateFaults } from '../store/state-faults.js';
+import { createBuiltinProviders } from '../daemon/builtin-providers.js';
+import { ConfigError } from '../daemon/config.js';
+import { createDaemon } from '../daemon/daemon.js';
+import { DaemonSettings } from '../daemon/ops/reload.js';
+import { Delegation } from '../daemon/service/delegation.js';
+import { createLogger } from '../daemon/ops/logger.js';
+import { stateFiles } from '../daemon/ops/paths.js';
+import { installProcessGuards } from '../daemon/ops/process-guards.js';
+import { loadProviderModules } from '../daemon/provider-modules.js';
+import { secretNames, takeSecrets } from '../daemon/ops/secrets.js';
+import { startupFailure } from '../daemon/ops/startup-error.js';
+import { StateFaults } from '../daemon/store/state-faults.js';
 import { commonSettings, DAEMON_FLAGS, LOG_LEVELS, parse } from './options.js';
 
 export async function daemonCommand(argv: string[]): Promise<number> {

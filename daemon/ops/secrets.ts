@@ -15,7 +15,7 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { DaemonConfig } from './config.js';
+import type { DaemonConfig } from '../config.js';
 import { startupFailure } from './startup-error.js';
 
 /** The variables the model configuration reads a key from (see agent/model/endpoint-config.ts). */

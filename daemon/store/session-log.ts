@@ -9,8 +9,8 @@
  */
 import { mkdir, open, rm, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { SessionEvent, SessionHeader } from '../../../protocol/index.js';
-import { describeWriteFault, errnoOf } from '../../store/state-faults.js';
+import type { SessionEvent, SessionHeader } from '../../protocol/index.js';
+import { describeWriteFault, errnoOf } from './state-faults.js';
 
 export class SessionWriteError extends Error {
   override readonly name = 'SessionWriteError';

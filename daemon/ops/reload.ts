@@ -15,15 +15,15 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseEnv } from 'node:util';
 import type { Logger } from 'pino';
-import { createModelResolver } from './agent/model/model-resolver.js';
-import { endpointFromEnv } from './agent/model/endpoint-config.js';
-import type { ModelResolver } from './agent/model/model-adapter.js';
-import { loadConfig, type DaemonConfig } from './config.js';
-import type { DaemonProvider } from './provider.js';
-import { createAcpProvider } from './providers/acp/index.js';
-import { AgentGroups, agentGroupsDir } from './providers/acp/agent-groups.js';
-import type { ProviderRegistry } from './service/provider-registry.js';
-import type { SettingsStatus } from '../protocol/index.js';
+import { createModelResolver } from '../agent/model/model-resolver.js';
+import { endpointFromEnv } from '../agent/model/endpoint-config.js';
+import type { ModelResolver } from '../agent/model/model-adapter.js';
+import { loadConfig, type DaemonConfig } from '../config.js';
+import type { DaemonProvider } from '../provider.js';
+import { createAcpProvider } from '../providers/acp/index.js';
+import { AgentGroups, agentGroupsDir } from '../providers/acp/agent-groups.js';
+import type { ProviderRegistry } from '../service/provider-registry.js';
+import type { SettingsStatus } from '../../protocol/index.js';
 
 const RESTART_ONLY = ['socket', 'stateDir', 'limits', 'tools', 'persona', 'personaVars', 'maxSteps', 'providerModules', 'tcp', 'requireToken', 'maxFrameBytes'] as const;
 

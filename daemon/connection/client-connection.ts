@@ -65,13 +65,13 @@ import {
   type SubagentStartEvent,
   type ToolCallParams,
   type ToolCallResult,
-} from '../protocol/index.js';
-import { describeProvider } from './provider.js';
-import type { RunOwner, SubagentService } from './service/subagent-service.js';
-import type { ChildSubscriber, ContinuableChildren } from './service/children.js';
-import { CountingWriter } from './transport/counting-writer.js';
-import { ProgressBacklog } from './transport/progress-backlog.js';
-import { GuardedMessageReader, type FrameLimits, type Violation } from './transport/guarded-reader.js';
+} from '../../protocol/index.js';
+import { describeProvider } from '../provider.js';
+import type { RunOwner, SubagentService } from '../service/subagent-service.js';
+import type { ChildSubscriber, ContinuableChildren } from '../service/children.js';
+import { CountingWriter } from './counting-writer.js';
+import { ProgressBacklog } from './progress-backlog.js';
+import { GuardedMessageReader, type FrameLimits, type Violation } from './guarded-reader.js';
 import { tokensEqual } from './auth-token.js';
 
 export interface ConnectionContext {

@@ -2,7 +2,7 @@
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 
-export { defaultSocketPath } from '../common/socket-path.js';
+export { defaultSocketPath } from '../../common/socket-path.js';
 
 export function defaultStateDir(env: NodeJS.ProcessEnv = process.env): string {
   if (env['SUBAGENTD_HOME']) return resolve(env['SUBAGENTD_HOME']);

@@ -1,5 +1,5 @@
 /** A reason the daemon will not start that the person starting it can fix (the message says how). */
-import { describeWriteFault } from './store/state-faults.js';
+import { describeWriteFault } from '../store/state-faults.js';
 
 export class StartupError extends Error {
   override readonly name: string = 'StartupError';

@@ -6,7 +6,7 @@
 import { readFileSync, statSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { createServer, type Socket } from 'node:net';
-import { StartupError } from '../startup-error.js';
+import { StartupError } from '../ops/startup-error.js';
 
 const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
 

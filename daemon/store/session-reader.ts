@@ -5,7 +5,7 @@
  * different conversation.
  */
 import { readFile } from 'node:fs/promises';
-import { validateSessionEvent, type SessionEvent, type SessionHeader } from '../../../protocol/index.js';
+import { validateSessionEvent, type SessionEvent, type SessionHeader } from '../../protocol/index.js';
 
 export interface LoadedSession {
   readonly header: SessionHeader;
