@@ -11,7 +11,7 @@ import { pino } from 'pino';
 import { connect } from '../client/index.js';
 import type { RemoteSubagentService } from '../client/index.js';
 import { createDaemon, type Daemon } from '../daemon/daemon.js';
-import type { AdmissionLimits } from '../daemon/service/admission-queue.js';
+import type { AdmissionLimits } from '../daemon/store/admission-queue.js';
 import type { DaemonProvider } from '../daemon/provider.js';
 import { createProviders } from '../test/fixtures/test-providers.js';
 import { sleep, withTimeout, type Cleanup } from './procs.js';

@@ -17,7 +17,8 @@ import { SubagentService } from './service/subagent-service.js';
 import { ContinuableChildren } from './service/children.js';
 import { ChildIndex } from './store/child-index.js';
 import type { Delegation } from './service/delegation.js';
-import { DEFAULT_ADMISSION_LIMITS, type AdmissionLimits } from './service/admission-queue.js';
+import { DEFAULT_ADMISSION_LIMITS, type AdmissionLimits } from './store/admission-queue.js';
+import { LocalLedger } from './store/local-ledger.js';
 import { agentGroupsDir, reapAgentGroups } from './providers/acp/agent-groups.js';
 import { acquireStateLock } from './ops/state-lock.js';
 import { startupFailure } from './ops/startup-error.js';
@@ -129,16 +130,14 @@ export function createDaemon(options: DaemonOptions): Daemon {
   for (const problem of index.problems.corrupt) {
     log.error({ file: files.runIndex, line: problem.line, reason: problem.reason }, 'run index: corrupt line kept aside in a .corrupt copy');
   }
+  const ledger = new LocalLedger(index, { ...DEFAULT_ADMISSION_LIMITS, ...options.admission }, identity.epoch);
   const service = new SubagentService(log, {
-    admission: { ...DEFAULT_ADMISSION_LIMITS, ...options.admission },
-    index,
-    epoch: identity.epoch,
+    ledger,
     ...(options.detachGraceMs !== undefined && { detachGraceMs: options.detachGraceMs }),
     ...(options.maxOutputBytes !== undefined && { maxOutputBytes: options.maxOutputBytes }),
   });
   options.delegation?.bind(service);
   const children = new ContinuableChildren(service, new ChildIndex(files.children), log);
-  for (const run of service.markInterrupted()) log.warn({ runId: run.runId, deadPid: run.daemonPid }, 'run interrupted by a previous daemon\'s death');
   const limits: FrameLimits = { ...DEFAULT_FRAME_LIMITS, ...options.frameLimits };
   const connections = new Set<ClientConnection>();
   const maxUnixConnections = options.maxConnections ?? DEFAULT_MAX_UNIX_CONNECTIONS;
@@ -151,11 +150,6 @@ export function createDaemon(options: DaemonOptions): Daemon {
   const whenClosed = new Promise<void>((resolve) => (resolveClosed = resolve));
 
   for (const provider of options.providers ?? []) service.registry.register(provider);
-  // Before anyone can attach: a checkpointed run must already be live under its id when its owner asks.
-  const continuing = service.continueCheckpointed().then((continued) => {
-    if (continued.length > 0) log.info({ runs: continued }, 'continuing children checkpointed by the previous daemon');
-    children.adoptLiveTurns();
-  });
   const runRetention: RetentionLimits = { ...DEFAULT_RUN_RETENTION, ...options.retention?.runs };
   const sessionRetention: RetentionLimits = {
     ...DEFAULT_SESSION_RETENTION,
@@ -172,7 +166,15 @@ export function createDaemon(options: DaemonOptions): Daemon {
     if (index.archive.unreadable > 0) log.warn({ lines: index.archive.unreadable }, 'run archive: unreadable lines skipped');
     return { runsArchived, runsRemoved, sessionsRemoved, runsStored: index.archive.count + index.all().length };
   };
-  gc();
+  // Before anyone can attach: a dead daemon's runs read as interrupted, and a checkpointed run
+  // is live under its id when its owner asks.
+  const continuing = (async () => {
+    for (const run of await service.markInterrupted()) log.warn({ runId: run.runId, deadPid: run.worker.pid }, 'run interrupted by a previous daemon\'s death');
+    gc(); // after: the interrupted runs are finished, and archived with the rest
+    const continued = await service.continueCheckpointed();
+    if (continued.length > 0) log.info({ runs: continued }, 'continuing children checkpointed by the previous daemon');
+    await children.adoptLiveTurns();
+  })();
   const pruning = setInterval(gc, 86_400_000);
   pruning.unref();
 
@@ -197,13 +199,13 @@ export function createDaemon(options: DaemonOptions): Daemon {
   };
 
   const admissionStatus = (): StatusResult['admission'] => {
-    const { running, queued, byConnection } = service.admission.stats();
+    const { running, queued, byConnection } = ledger.admission();
     const named: StatusResult['admission']['byConnection'] = {};
     for (const connection of connections) {
       const share = byConnection[connection.id];
       if (share) named[connection.id] = { ...share, client: connection.clientName };
     }
-    return { running, queued, limits: service.admission.limits, byConnection: named };
+    return { running, queued, limits: ledger.limits, byConnection: named };
   };
 
   /**

@@ -33,6 +33,10 @@ export const SUBAGENT_ERROR_CODES = {
   HANDED_OVER: -32032,
   /** A continuable child has no durable record to be resumed from. */
   NOT_RESUMABLE: -32033,
+  /** Cluster mode: the shared NATS server cannot be reached, so no run can be admitted now. */
+  CLUSTER_UNAVAILABLE: -32034,
+  /** Cluster mode: a record changed since it was read (compare-and-set on a stale revision). */
+  REVISION_CONFLICT: -32035,
   /** The start was cancelled before the child was ready. */
   ABORTED: -32800,
   // Client side only: the daemon went away or stopped answering.

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { SubagentError } from '../protocol/index.js';
-import { AdmissionQueue, type Release } from '../daemon/service/admission-queue.js';
+import { AdmissionQueue } from '../daemon/store/admission-queue.js';
+import type { Lease } from '../daemon/store/run-ledger.js';
 
 const never = new AbortController().signal;
 
@@ -14,20 +15,20 @@ describe('AdmissionQueue', () => {
     await Promise.resolve();
     expect(third).toBe(false);
     expect(q.stats()).toMatchObject({ running: 2, queued: 1 });
-    a();
+    a.release();
     await pending;
     expect(third).toBe(true);
   });
 
   it('serves connections round-robin and each FIFO', async () => {
     const q = new AdmissionQueue({ maxConcurrentRuns: 1, maxRunsPerConnection: 10, maxQueued: 100 });
-    let release = await q.acquire('hog', never);
+    let lease = await q.acquire('hog', never);
     const order: string[] = [];
     const waits: Array<Promise<void>> = [];
     const enqueue = (owner: string, tag: string): void => {
-      waits.push(q.acquire(owner, never).then((r: Release) => {
+      waits.push(q.acquire(owner, never).then((r: Lease) => {
         order.push(tag);
-        release = r;
+        lease = r;
       }));
     };
     for (let i = 0; i < 4; i++) enqueue('hog', `hog${i}`);
@@ -35,7 +36,7 @@ describe('AdmissionQueue', () => {
     enqueue('c', 'c0');
     enqueue('b', 'b1');
     for (let i = 0; i < 7; i++) {
-      release();
+      lease.release();
       await new Promise((r) => setImmediate(r));
     }
     await Promise.all(waits);
@@ -65,15 +66,15 @@ describe('AdmissionQueue', () => {
 
   it('a queued start honours its AbortSignal and frees its place', async () => {
     const q = new AdmissionQueue({ maxConcurrentRuns: 1, maxRunsPerConnection: 1, maxQueued: 1 });
-    const release = await q.acquire('a', never);
+    const lease = await q.acquire('a', never);
     const abort = new AbortController();
     const waiting = q.acquire('b', abort.signal);
     abort.abort();
     await expect(waiting).rejects.toMatchObject({ code: 'ABORTED' });
     expect(q.stats().queued).toBe(0);
-    release();
+    lease.release();
     expect(q.stats().running).toBe(0);
-    release(); // idempotent
+    lease.release(); // idempotent
     expect(q.stats().running).toBe(0);
   });
 });

@@ -29,8 +29,8 @@ const run = (n: number, state: IndexedRun['state'], settledDaysAgo = 0): Indexed
   state,
   startedAt: new Date(Date.UTC(2026, 0, 1, 0, 0, n)).toISOString(),
   ...(state !== 'running' && { settledAt: new Date(Date.now() - settledDaysAgo * day).toISOString() }),
-  daemonEpoch: 'e1',
-  daemonPid: 1,
+  worker: { id: 'e1', host: 'localhost', pid: 1 },
+  revision: 1,
 });
 const seed = (path: string, runs: IndexedRun[]): void => writeFileSync(path, runs.map((r) => `${JSON.stringify(r)}\n`).join(''));
 const ids = (runs: Iterable<IndexedRun>): string[] => [...runs].map((r) => r.runId);

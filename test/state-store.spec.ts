@@ -1,10 +1,12 @@
-/** The on-disk state: the run index (torn and corrupt lines) and session retention. */
+/** The on-disk state: the run index (torn and corrupt lines), the local ledger over it, and session retention. */
 import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { RunIndex, type IndexedRun } from '../daemon/store/run-index.js';
 import { pruneSessions } from '../daemon/store/session-retention.js';
+import { LocalLedger } from '../daemon/store/local-ledger.js';
+import type { NewRun } from '../daemon/store/run-ledger.js';
 import { makeTempDir } from './support/daemon-process.js';
 
 const silent = pino({ level: 'silent' });
@@ -22,8 +24,8 @@ const run = (runId: string, state: IndexedRun['state'] = 'running'): IndexedRun 
   tokenHash: 'ab'.repeat(32),
   state,
   startedAt: new Date(0).toISOString(),
-  daemonEpoch: 'e1',
-  daemonPid: 1,
+  worker: { id: 'e1', host: 'localhost', pid: 1 },
+  revision: 1,
 });
 
 describe('RunIndex', () => {
@@ -64,6 +66,68 @@ describe('RunIndex', () => {
     expect(index.all()).toHaveLength(2);
     expect(readdirSync(dir).some((name) => name.startsWith('runs.jsonl.corrupt-'))).toBe(true);
     index.close();
+  });
+});
+
+describe('LocalLedger', () => {
+  const limits = { maxConcurrentRuns: 1, maxRunsPerConnection: 1, maxQueued: 4 };
+  const fresh = (ledger: LocalLedger, runId: string): NewRun => {
+    const { revision: _revision, ...rest } = run(runId);
+    return { ...rest, worker: ledger.worker };
+  };
+
+  it('creates at revision 1 and refuses a taken run id', async () => {
+    const index = new RunIndex(join(temp(), 'runs.jsonl'));
+    const ledger = new LocalLedger(index, limits, 'epoch-a');
+    expect(await ledger.create(fresh(ledger, 'a'))).toMatchObject({ runId: 'a', revision: 1, worker: { id: 'epoch-a', pid: process.pid } });
+    await expect(ledger.create(fresh(ledger, 'a'))).rejects.toMatchObject({ code: 'REVISION_CONFLICT' });
+    await ledger.close();
+  });
+
+  it('transitions by compare-and-set: a stale revision is a conflict and changes nothing', async () => {
+    const path = join(temp(), 'runs.jsonl');
+    const ledger = new LocalLedger(new RunIndex(path), limits, 'epoch-a');
+    await ledger.create(fresh(ledger, 'a'));
+    const settled = await ledger.transition('a', { state: 'settled' }, 1);
+    expect(settled).toMatchObject({ state: 'settled', revision: 2 });
+    await expect(ledger.transition('a', { state: 'disposed' }, 1)).rejects.toMatchObject({ code: 'REVISION_CONFLICT' });
+    await expect(ledger.transition('nobody', { state: 'disposed' }, 1)).rejects.toMatchObject({ code: 'UNKNOWN_RUN' });
+    await ledger.close();
+    const reopened = new LocalLedger(new RunIndex(path), limits, 'epoch-b');
+    expect(await reopened.get('a')).toMatchObject({ state: 'settled', revision: 2 });
+    await reopened.close();
+  });
+
+  it('reads records written before worker and revision, and lists what a gone daemon left unfinished', async () => {
+    const path = join(temp(), 'runs.jsonl');
+    const legacy = (runId: string, state: string): string =>
+      JSON.stringify({ runId, id: `child-${runId}`, provider: 'spawn', tokenHash: 'ab'.repeat(32), state, startedAt: new Date(0).toISOString(), daemonEpoch: 'old', daemonPid: 77 });
+    writeFileSync(path, `${legacy('r', 'running')}\n${legacy('c', 'checkpointed')}\n${legacy('s', 'settled')}\n`);
+    const ledger = new LocalLedger(new RunIndex(path), limits, 'epoch-now');
+    await ledger.create(fresh(ledger, 'mine'));
+    const left = await ledger.leftBehind();
+    expect(left.map((r) => [r.runId, r.revision, r.worker.id, r.worker.pid])).toEqual([
+      ['r', 0, 'old', 77],
+      ['c', 0, 'old', 77],
+    ]);
+    expect(await ledger.transition('r', { state: 'settled' }, 0)).toMatchObject({ revision: 1, worker: { id: 'old' } });
+    await ledger.close();
+  });
+
+  it('admits within the budget and releases each lease once', async () => {
+    const ledger = new LocalLedger(new RunIndex(join(temp(), 'runs.jsonl')), limits, 'epoch-a');
+    const never = new AbortController().signal;
+    const first = await ledger.admit('a', 'spawn', never);
+    let second = false;
+    const waiting = ledger.admit('b', 'spawn', never).then((lease) => ((second = true), lease));
+    await Promise.resolve();
+    expect(second).toBe(false);
+    expect(ledger.admission()).toMatchObject({ running: 1, queued: 1 });
+    first.release();
+    first.release();
+    (await waiting).release();
+    expect(ledger.admission()).toMatchObject({ running: 0, queued: 0 });
+    await ledger.close();
   });
 });
 

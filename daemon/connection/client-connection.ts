@@ -354,9 +354,9 @@ export class ClientConnection implements RunOwner, ChildSubscriber {
     this.rpc.onNotification(LspInitializedNotification, () => undefined);
     this.handle(ProvidersListRequest, () => ({ providers: service.registry.all().map(describeProvider) }));
     this.handle(StartRequest, (params, signal) => service.start(params, this, signal));
-    this.handle(CancelRequest, ({ runId, level }) => (service.cancel(runId, this, level), {}));
+    this.handle(CancelRequest, async ({ runId, level }) => (await service.cancel(runId, this, level), {}));
     this.handle(DisposeRequest, async ({ runId }) => (await service.dispose(runId, this), {}));
-    this.handle(SendMessageRequest, ({ runId, content }) => (service.sendMessage(runId, this, content), {}));
+    this.handle(SendMessageRequest, async ({ runId, content }) => (await service.sendMessage(runId, this, content), {}));
     this.handle(ResumeRequest, ({ runId, prompt, stream }) => service.resume(runId, this, prompt, stream === true));
     this.handle(WaitRequest, ({ runId }) => service.wait(runId, this));
     this.handle(AttachRequest, ({ runId, runToken, stream }) => service.attach(runId, runToken, this, stream));

@@ -66,10 +66,10 @@ export class ContinuableChildren {
   ) {}
 
   /** Take back the turns a checkpointing daemon handed to this one, so their ends are seen. */
-  adoptLiveTurns(): void {
+  async adoptLiveTurns(): Promise<void> {
     for (const record of this.index.all()) {
       try {
-        const { run } = this.service.attach(record.runId, record.runToken, this.ownerFor(record.ownerHash));
+        const { run } = await this.service.attach(record.runId, record.runToken, this.ownerFor(record.ownerHash));
         if (run.state === 'running') {
           this.index.update(record.childId, { status: 'running' });
           this.watch(record.childId, record.runId);
@@ -131,12 +131,10 @@ export class ContinuableChildren {
     if (!record) return;
     checkInterrupter(this.index, record, ownerHash, by);
     if (record.status !== 'running') return;
-    try {
-      this.service.cancel(record.runId, this.ownerFor(ownerHash), level);
-    } catch (error) {
+    this.service.cancel(record.runId, this.ownerFor(ownerHash), level).catch((error: unknown) => {
       // The turn is already over (or is being handed back by a restart): nothing runs to stop.
       this.log.debug({ err: error, childId }, 'interrupt found no running turn');
-    }
+    });
   }
 
   list(ownerKey: string, of: string, scope: 'children' | 'descendants', subscriber: ChildSubscriber): ChildListing {
@@ -209,7 +207,7 @@ export class ContinuableChildren {
     let started;
     try {
       // After a restart the run is known only from the index: its token takes it back.
-      this.service.attach(record.runId, record.runToken, owner);
+      await this.service.attach(record.runId, record.runToken, owner);
       started = await this.service.resume(record.runId, owner, content, false, this.reportSink);
     } catch (error) {
       this.index.update(record.childId, { status: 'idle' });

@@ -99,11 +99,8 @@ export class DaemonServiceView {
     const current = () => this.service.ownerOf(started.runId) ?? owner;
     // After readiness the tool call's signal is the grandchild's cancellation channel.
     const cancel = (): void => {
-      try {
-        this.service.cancel(started.runId, current());
-      } catch {
-        // Already gone: nothing to cancel.
-      }
+      // Already gone: nothing to cancel.
+      this.service.cancel(started.runId, current()).catch(() => undefined);
     };
     if (request.signal.aborted) cancel();
     else request.signal.addEventListener('abort', cancel, { once: true });

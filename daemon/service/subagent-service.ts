@@ -33,12 +33,10 @@ import {
   type ToolCallResult,
 } from '../../protocol/index.js';
 import type { DaemonRun, ProviderStartRequest, RunHost } from '../provider.js';
-import type { IndexedRun, RunIndex } from '../store/run-index.js';
-import { AdmissionQueue, DEFAULT_ADMISSION_LIMITS, type AdmissionLimits, type Release } from './admission-queue.js';
+import type { Lease, ListedRun, RunLedger, RunPatch, StoredRun } from '../store/run-ledger.js';
 import { ProviderRegistry } from './provider-registry.js';
 import { boundedResult, StreamBudget } from './output-budget.js';
 import { checkStartRequest, childDepth } from './start-checks.js';
-import { pageOfRuns, type ListedRun } from './run-listing.js';
 
 /** The connection a run belongs to, as the service sees it. */
 export interface RunOwner {
@@ -73,17 +71,17 @@ export interface StartExtras {
   readonly report?: ProviderStartRequest['report'];
 }
 
-export interface ServiceOptions {
-  readonly admission?: AdmissionLimits;
+export interface SubagentServiceOptions {
+  /** Where runs are recorded and admitted (store/run-ledger.ts). */
+  readonly ledger: RunLedger;
   /** How long a disconnected client's runs wait for it to re-attach before they are cancelled. */
   readonly detachGraceMs?: number;
-  readonly index?: RunIndex;
-  readonly epoch?: string;
   /** Cap on one run's output and, separately, on its event stream (default DEFAULT_MAX_OUTPUT_BYTES). */
   readonly maxOutputBytes?: number;
 }
 
-interface RunRecord {
+/** A run this daemon holds in memory: live, or adopted from the ledger by an attach. */
+interface LiveRun {
   readonly runId: string;
   /** The run whose child started this one (nested delegation inside the daemon). */
   readonly parentRunId?: string;
@@ -108,6 +106,9 @@ interface RunRecord {
   /** Settled, undisposed, and left `settled` in the index by a drain: its owner may resume it under the next daemon. */
   keptForNextDaemon?: boolean;
   graceTimer?: NodeJS.Timeout;
+  /** The ledger record's revision as last written, and the chain that writes its transitions in order. */
+  revision: number;
+  recorded: Promise<void>;
 }
 
 /** What a continued child is told: it was stopped at a step boundary and its log is intact. */
@@ -169,25 +170,21 @@ class ServiceRunHost implements RunHost {
 
 export class SubagentService {
   readonly registry = new ProviderRegistry();
-  readonly admission: AdmissionQueue;
-  private readonly runs = new Map<string, RunRecord>();
+  readonly ledger: RunLedger;
+  private readonly runs = new Map<string, LiveRun>();
   private readonly starting = new Map<string, { owner: RunOwner; abort: AbortController }>();
   private readonly listeners = new Set<LifecycleListener>();
   private readonly detachGraceMs: number;
-  private readonly index: RunIndex | undefined;
-  private readonly epoch: string;
   private readonly maxOutputBytes: number;
   private disposedCount = 0;
   private shuttingDown = false;
 
   constructor(
     private readonly log: Logger,
-    options: ServiceOptions = {},
+    options: SubagentServiceOptions,
   ) {
-    this.admission = new AdmissionQueue(options.admission ?? DEFAULT_ADMISSION_LIMITS);
+    this.ledger = options.ledger;
     this.detachGraceMs = options.detachGraceMs ?? 60_000;
-    this.index = options.index;
-    this.epoch = options.epoch ?? randomBytes(12).toString('base64url');
     this.maxOutputBytes = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
   }
 
@@ -205,17 +202,16 @@ export class SubagentService {
    * Runs a previous daemon left unsettled died with it: record them as settled `error` with a
    * reason, so their owners learn it via run/wait and ops never see them as running.
    */
-  markInterrupted(): IndexedRun[] {
-    if (!this.index) return [];
-    const interrupted: IndexedRun[] = [];
-    for (const run of this.index.all()) {
-      if (run.daemonEpoch === this.epoch || (run.state !== 'running' && run.state !== 'starting')) continue;
+  async markInterrupted(): Promise<StoredRun[]> {
+    const interrupted: StoredRun[] = [];
+    for (const run of await this.ledger.leftBehind()) {
+      if (run.state !== 'running' && run.state !== 'starting') continue;
       const result: SubagentResult = {
         output: [],
         stopReason: 'error',
-        diagnostic: `interrupted: the daemon that ran this child (pid ${run.daemonPid}) stopped before it settled; its session log is intact up to the last flushed turn`,
+        diagnostic: `interrupted: the daemon that ran this child (pid ${run.worker.pid}) stopped before it settled; its session log is intact up to the last flushed turn`,
       };
-      interrupted.push(this.index.update(run.runId, { state: 'settled', result, settledAt: new Date().toISOString() })!);
+      interrupted.push(await this.ledger.transition(run.runId, { state: 'settled', result, settledAt: new Date().toISOString() }, run.revision));
     }
     return interrupted;
   }
@@ -243,13 +239,13 @@ export class SubagentService {
     const host = new ServiceRunHost(runId, owner, params.stream === true, this.log.child({ runId, provider: provider.name }), this.maxOutputBytes);
     this.starting.set(runId, { owner, abort });
     let run: DaemonRun;
-    let release: Release | undefined;
+    let lease: Lease | undefined;
     try {
-      this.index?.assertRecordable(); // a run the index cannot hold would be lost at a restart
-      release = await this.admission.acquire(owner.id, abort.signal);
+      this.ledger.assertRecordable(); // a run the ledger cannot hold would be lost at a restart
+      lease = await this.ledger.admit(owner.id, provider.name, abort.signal);
       run = await provider.start({ ...toProviderRequest(params, depth, abort.signal, host), ...(extras.report && { report: extras.report }) });
     } catch (error) {
-      release?.();
+      lease?.release();
       throw this.startFailure(error, abort.signal, provider.name);
     } finally {
       cancel.removeEventListener('abort', onCancel);
@@ -258,7 +254,7 @@ export class SubagentService {
     if (abort.signal.aborted || !owner.open) {
       // Ready too late: the caller already gave up, so the run is never published.
       await run.dispose().catch((error: unknown) => this.log.warn({ err: error, runId }, 'dispose after late readiness failed'));
-      release();
+      lease.release();
       throw new SubagentError('ABORTED', 'start was cancelled before the child was ready');
     }
     const restore = {
@@ -267,22 +263,50 @@ export class SubagentService {
       // The lineage's depth cap, for a restored child's nested delegation.
       ...(params.maxDepth !== undefined && { maxDepth: params.maxDepth }),
     };
-    return this.publish(provider.name, run, owner, abort, host, release, { restore, ...(parentRunId !== undefined && { parentRunId }) });
+    return this.publish(provider.name, run, owner, abort, host, lease, { restore, ...(parentRunId !== undefined && { parentRunId }) });
   }
 
-  /** Publish a ready run: observe its result first, so even a settled child emits start before end. */
-  private publish(
+  /**
+   * Publish a ready run: record it (its first record is in before its starter holds the token),
+   * observe its result, announce it. `continues`: a checkpointed run taken over under its old id
+   * and token.
+   */
+  private async publish(
     provider: string,
     run: DaemonRun,
     owner: RunOwner,
     abort: AbortController,
     host: ServiceRunHost,
-    release: Release,
-    lineage: { resumedFrom?: string; restore?: IndexedRun['restore']; tokenHash?: string; startedAt?: string; parentRunId?: string } = {},
-  ): StartResult {
+    lease: Lease,
+    lineage: { resumedFrom?: string; restore?: StoredRun['restore']; continues?: StoredRun; parentRunId?: string } = {},
+  ): Promise<StartResult> {
     const identity: SubagentStartEvent = { runId: host.runId, provider, id: run.id, local: run.localAgent !== undefined };
+    const continues = lineage.continues;
     // A continuation keeps its run's token (the owner re-attaches with the one it holds).
-    const runToken = lineage.tokenHash === undefined ? mintToken() : '';
+    const runToken = continues === undefined ? mintToken() : '';
+    const tokenHash = continues?.tokenHash ?? hashToken(runToken);
+    const startedAt = continues?.startedAt ?? new Date().toISOString();
+    let stored: StoredRun;
+    try {
+      stored = continues
+        ? await this.ledger.transition(continues.runId, { state: 'running', worker: this.ledger.worker }, continues.revision)
+        : await this.ledger.create({
+            runId: identity.runId,
+            id: identity.id,
+            provider,
+            tokenHash,
+            state: 'running',
+            startedAt,
+            worker: this.ledger.worker,
+            ...(lineage.resumedFrom !== undefined && { resumedFrom: lineage.resumedFrom }),
+            ...(lineage.parentRunId !== undefined && { parentRunId: lineage.parentRunId }),
+            ...(lineage.restore !== undefined && { restore: lineage.restore }),
+          });
+    } catch (error) {
+      await run.dispose().catch(() => undefined);
+      lease.release();
+      throw error;
+    }
     let resolveSettled!: (result: SubagentResult) => void;
     let rejectSettled!: (error: unknown) => void;
     const settled = new Promise<SubagentResult>((resolve, reject) => {
@@ -290,35 +314,24 @@ export class SubagentService {
       rejectSettled = reject;
     });
     settled.catch(() => undefined);
-    const record: RunRecord = {
+    const record: LiveRun = {
       ...identity,
       ...(lineage.parentRunId !== undefined && { parentRunId: lineage.parentRunId }),
       owner,
-      tokenHash: lineage.tokenHash ?? hashToken(runToken),
+      tokenHash,
       run,
       abort,
       host,
-      startedAt: lineage.startedAt ?? new Date().toISOString(),
+      startedAt,
       state: 'running',
       settled,
+      revision: stored.revision,
+      recorded: Promise.resolve(),
     };
     this.runs.set(record.runId, record);
-    this.index?.put({
-      runId: record.runId,
-      id: record.id,
-      provider,
-      tokenHash: record.tokenHash,
-      state: 'running',
-      startedAt: record.startedAt,
-      daemonEpoch: this.epoch,
-      daemonPid: process.pid,
-      ...(lineage.resumedFrom !== undefined && { resumedFrom: lineage.resumedFrom }),
-      ...(lineage.parentRunId !== undefined && { parentRunId: lineage.parentRunId }),
-      ...(lineage.restore !== undefined && { restore: lineage.restore }),
-    }, true);
     this.log.info({ runId: record.runId, provider, owner: owner.id }, 'run started');
     // setImmediate: the start response is queued on the connection before subagent/end can be.
-    run.result.finally(release).then(
+    run.result.finally(() => lease.release()).then(
       (result) => setImmediate(() => this.settle(record, result, undefined, resolveSettled, rejectSettled)),
       (error: unknown) => setImmediate(() => this.settle(record, undefined, error, resolveSettled, rejectSettled)),
     );
@@ -326,8 +339,20 @@ export class SubagentService {
     return { ...identity, runToken };
   }
 
+  /** Writes a transition of a live run's record, in order after the ones before it. */
+  private record(live: LiveRun, patch: RunPatch): void {
+    live.recorded = live.recorded
+      .then(() => this.ledger.transition(live.runId, patch, live.revision))
+      .then(
+        (stored) => {
+          live.revision = stored.revision;
+        },
+        (error: unknown) => this.log.error({ err: error, runId: live.runId, patch: Object.keys(patch) }, 'run record not updated'),
+      );
+  }
+
   private settle(
-    record: RunRecord,
+    record: LiveRun,
     given: SubagentResult | undefined,
     error: unknown,
     resolve: (r: SubagentResult) => void,
@@ -356,7 +381,7 @@ export class SubagentService {
       const result = boundedResult(given, this.maxOutputBytes, record.host?.budget.truncated === true);
       record.result = result;
       resolve(result);
-      this.index?.update(record.runId, { state: record.state, settledAt: record.settledAt, result });
+      this.record(record, { state: record.state, settledAt: record.settledAt, result });
       const last = result.output.length > 0 ? { lastAssistantMessage: result.output } : {};
       const usage = result.usage ? { usage: result.usage } : {};
       this.emit(record, { kind: 'end', payload: { ...base, stopReason: result.stopReason, ...last, ...usage, result } });
@@ -365,12 +390,12 @@ export class SubagentService {
       this.log.error({ err: error, runId: record.runId }, 'run failed with an infrastructure fault');
       reject(error instanceof Error ? error : new Error(message));
       const failure: SubagentResult = { output: [], stopReason: 'error', diagnostic: `infrastructure fault: ${message}` };
-      this.index?.update(record.runId, { state: record.state, settledAt: record.settledAt, result: failure });
+      this.record(record, { state: record.state, settledAt: record.settledAt, result: failure });
       this.emit(record, { kind: 'end', payload: { ...base, stopReason: 'error', error: { message } } });
     }
   }
 
-  private emit(record: RunRecord, event: Parameters<LifecycleListener>[0]): void {
+  private emit(record: LiveRun, event: Parameters<LifecycleListener>[0]): void {
     const owner = record.owner;
     const deliveries: Array<() => void | Promise<void>> = [
       () => (event.kind === 'start' ? owner.notifyStart(event.payload) : owner.notifyEnd(event.payload)),
@@ -396,10 +421,10 @@ export class SubagentService {
   }
 
   /** A run the asking connection owns; UNKNOWN_RUN or NOT_OWNER otherwise. */
-  private owned(runId: string, owner: RunOwner): RunRecord {
+  private async owned(runId: string, owner: RunOwner): Promise<LiveRun> {
     const record = this.runs.get(runId);
     if (!record) {
-      const known = this.index?.get(runId) !== undefined;
+      const known = (await this.ledger.get(runId)) !== undefined;
       throw known
         ? new SubagentError('NOT_OWNER', `run ${runId} was started before this daemon restarted: run/attach with its token first`, { field: '/runId' })
         : new SubagentError('UNKNOWN_RUN', `no run with id ${runId}`, { field: '/runId' });
@@ -409,8 +434,8 @@ export class SubagentService {
   }
 
   /** `after-step` needs the provider's `interrupt`; without it the run stops `now`. */
-  cancel(runId: string, owner: RunOwner, level: InterruptLevel = 'now'): void {
-    const record = this.owned(runId, owner);
+  async cancel(runId: string, owner: RunOwner, level: InterruptLevel = 'now'): Promise<void> {
+    const record = await this.owned(runId, owner);
     if (record.state !== 'running') return;
     if (level === 'after-step' && record.run?.interrupt) record.run.interrupt('after-step');
     else {
@@ -433,11 +458,11 @@ export class SubagentService {
     return this.runs.get(runId)?.owner;
   }
 
-  dispose(runId: string, owner: RunOwner): Promise<void> {
-    return this.disposeRecord(this.owned(runId, owner));
+  async dispose(runId: string, owner: RunOwner): Promise<void> {
+    return this.disposeRecord(await this.owned(runId, owner));
   }
 
-  private disposeRecord(record: RunRecord): Promise<void> {
+  private disposeRecord(record: LiveRun): Promise<void> {
     clearTimeout(record.graceTimer);
     record.disposing ??= (async () => {
       if (record.state === 'running') record.abort.abort(new SubagentError('ABORTED', 'the run was disposed'));
@@ -451,7 +476,7 @@ export class SubagentService {
         // A disposed child's session stays on disk; holding it in memory too would only grow.
         record.run = undefined;
         const keep = record.checkpointed || record.keptForNextDaemon || (this.shuttingDown && record.owner.durable === true);
-        if (!keep) this.index?.update(record.runId, { state: 'disposed' });
+        if (!keep) this.record(record, { state: 'disposed' });
         this.disposedCount += 1;
         this.pruneDisposed();
       }
@@ -470,8 +495,8 @@ export class SubagentService {
     }
   }
 
-  sendMessage(runId: string, owner: RunOwner, content: ContentBlock[]): void {
-    const record = this.owned(runId, owner);
+  async sendMessage(runId: string, owner: RunOwner, content: ContentBlock[]): Promise<void> {
+    const record = await this.owned(runId, owner);
     const send = record.run?.sendMessage;
     if (!send) throw new SubagentError('UNSUPPORTED_OPERATION', `provider "${record.provider}" does not support sendMessage`);
     if (record.state !== 'running') throw new SubagentError('RUN_STATE', `run ${runId} is ${record.state}, not running`);
@@ -480,7 +505,7 @@ export class SubagentService {
 
   /** `report`: a continuable child's report sink, for a child that must first be restored (children.ts). */
   async resume(runId: string, owner: RunOwner, prompt: ContentBlock[], stream: boolean, report?: StartExtras['report']): Promise<StartResult> {
-    const record = this.owned(runId, owner);
+    const record = await this.owned(runId, owner);
     if (!record.run) await this.restoreRun(record, owner, stream, report);
     if (!record.run) throw new SubagentError('RUN_STATE', `run ${runId} has no live child`);
     const resume = record.run.resume;
@@ -488,12 +513,12 @@ export class SubagentService {
     if (this.shuttingDown) throw new SubagentError('SHUTTING_DOWN', 'the daemon is shutting down and accepts no new runs');
     if (record.state !== 'settled') throw new SubagentError('RUN_STATE', `run ${runId} is ${record.state}; only a settled run can be resumed`);
     const abort = new AbortController();
-    const release = await this.admission.acquire(owner.id, abort.signal);
+    const lease = await this.ledger.admit(owner.id, record.provider, abort.signal);
     let next: DaemonRun;
     try {
       next = await resume.call(record.run, prompt, { signal: abort.signal });
     } catch (error) {
-      release();
+      lease.release();
       throw error;
     }
     // The provider keeps the chain's first host for its whole life: point it at the newest run.
@@ -502,18 +527,18 @@ export class SubagentService {
     host.stream = stream;
     host.budget = new StreamBudget(this.maxOutputBytes);
     host.owner = owner;
-    const restore = this.index?.get(record.runId)?.restore;
-    return this.publish(record.provider, next, owner, abort, host, release, { resumedFrom: record.runId, ...(restore && { restore }) });
+    const restore = (await this.ledger.get(record.runId))?.restore;
+    return this.publish(record.provider, next, owner, abort, host, lease, { resumedFrom: record.runId, ...(restore && { restore }) });
   }
 
   /** A run a previous daemon ran: its provider brings the child back from its log, if it can. */
-  private async restoreRun(record: RunRecord, owner: RunOwner, stream: boolean, report?: StartExtras['report']): Promise<void> {
+  private async restoreRun(record: LiveRun, owner: RunOwner, stream: boolean, report?: StartExtras['report']): Promise<void> {
     const provider = this.registry.get(record.provider);
     if (!provider?.restore) {
       throw new SubagentError('UNSUPPORTED_OPERATION', `run ${record.runId} was run by a previous daemon and provider "${record.provider}" cannot restore it`);
     }
     const host = new ServiceRunHost(record.runId, owner, stream, this.log.child({ runId: record.runId, provider: record.provider }), this.maxOutputBytes);
-    const stored = this.index?.get(record.runId)?.restore;
+    const stored = (await this.ledger.get(record.runId))?.restore;
     record.run = await provider.restore(record.id, {
       ...(report && { report }),
       host,
@@ -526,16 +551,16 @@ export class SubagentService {
     this.log.info({ runId: record.runId, child: record.id }, 'restored a child from its session log');
   }
 
-  wait(runId: string, owner: RunOwner): Promise<SubagentResult> {
-    return this.owned(runId, owner).settled;
+  async wait(runId: string, owner: RunOwner): Promise<SubagentResult> {
+    return (await this.owned(runId, owner)).settled;
   }
 
   /**
    * Take ownership of a run with its token: a run detached by a closed connection (within the
    * grace period), or one a previous daemon ran (its recorded outcome).
    */
-  attach(runId: string, runToken: string, owner: RunOwner, stream?: boolean): AttachResult {
-    const record = this.runs.get(runId) ?? this.adoptFromIndex(runId);
+  async attach(runId: string, runToken: string, owner: RunOwner, stream?: boolean): Promise<AttachResult> {
+    const record = this.runs.get(runId) ?? (await this.adoptFromLedger(runId));
     if (!record || !tokenMatches(runToken, record.tokenHash)) {
       // One answer for both: an id without its token reveals nothing.
       throw new SubagentError('NOT_OWNER', `no run ${runId} with that token`, { field: '/runToken' });
@@ -549,11 +574,14 @@ export class SubagentService {
     return { run: info(record, owner), ...(record.result && { result: record.result }) };
   }
 
-  private adoptFromIndex(runId: string): RunRecord | undefined {
-    const stored = this.index?.get(runId);
+  private async adoptFromLedger(runId: string): Promise<LiveRun | undefined> {
+    const stored = await this.ledger.get(runId);
     if (!stored) return undefined;
+    // Another attach may have adopted it while this one read the ledger.
+    const adopted = this.runs.get(runId);
+    if (adopted) return adopted;
     const result = stored.result ?? { output: [], stopReason: 'error', diagnostic: 'the run left no recorded outcome' };
-    const record: RunRecord = {
+    const record: LiveRun = {
       runId,
       provider: stored.provider,
       id: stored.id,
@@ -568,59 +596,44 @@ export class SubagentService {
       settledAt: stored.settledAt ?? stored.startedAt,
       result,
       settled: Promise.resolve(result),
+      revision: stored.revision,
+      recorded: Promise.resolve(),
     };
     this.runs.set(runId, record);
     return record;
   }
 
-  /** Runs of this daemon and of the ones before it, newest first, a page at a time (run-listing.ts). */
-  list(asker: RunOwner, params: RunsListParams = {}): RunsListResult {
-    return pageOfRuns(this.newestFirst(asker), params);
-  }
-
-  private *newestFirst(asker: RunOwner): Generator<ListedRun> {
-    const listed = (live: RunRecord): ListedRun => ({
-      runId: live.runId,
-      state: live.state,
-      provider: live.provider,
-      startedAt: live.startedAt,
-      mine: live.owner === asker,
-      info: () => info(live, asker),
-    });
-    if (!this.index) {
-      // Without a state dir there is no index, and only this daemon's runs.
-      const live = [...this.runs.values()];
-      for (let at = live.length - 1; at >= 0; at--) yield listed(live[at]!);
-      return;
-    }
-    // Every run has an index record from its start on; the live record, when there is one, is the truth.
-    for (const stored of this.index.newestFirst()) {
+  /** Runs of this daemon and of the ones before it, newest first, a page at a time (store/run-paging.ts). */
+  list(asker: RunOwner, params: RunsListParams = {}): Promise<RunsListResult> {
+    // Every run has a ledger record from its start on; the live record, when there is one, is the truth.
+    return this.ledger.page(params, (stored): ListedRun => {
       const live = this.runs.get(stored.runId);
       if (live) {
-        yield listed(live);
-        continue;
+        return {
+          runId: live.runId,
+          state: live.state,
+          provider: live.provider,
+          startedAt: live.startedAt,
+          mine: live.owner === asker,
+          info: () => info(live, asker),
+        };
       }
       const state = storedState(stored);
-      yield { runId: stored.runId, state, provider: stored.provider, startedAt: stored.startedAt, mine: false, info: () => runInfo(stored, state, false) };
-    }
+      return { runId: stored.runId, state, provider: stored.provider, startedAt: stored.startedAt, mine: false, info: () => runInfo(stored, state, false) };
+    });
   }
 
   /** Anyone may see a run's record; its session (prompts, tool arguments) only its owner, or the token's holder. */
-  inspect(runId: string, asker: RunOwner, runToken?: string): InspectResult {
+  async inspect(runId: string, asker: RunOwner, runToken?: string): Promise<InspectResult> {
     const record = this.runs.get(runId);
     if (!record) {
-      const stored = this.index?.get(runId);
+      const stored = await this.ledger.get(runId);
       if (!stored) throw new SubagentError('UNKNOWN_RUN', `no run with id ${runId}`, { field: '/runId' });
       return { run: runInfo(stored, storedState(stored), false) };
     }
     const entitled = record.owner === asker || (runToken !== undefined && tokenMatches(runToken, record.tokenHash));
     const session = entitled ? sessionOf(record.run?.localAgent) : undefined;
     return session ? { run: info(record, asker), header: session.header, events: [...session.events] } : { run: info(record, asker) };
-  }
-
-  /** Where a run's session log lives, for the owner or ops reading the state dir. */
-  sessionIdOf(runId: string): string | undefined {
-    return this.runs.get(runId)?.id ?? this.index?.get(runId)?.id;
   }
 
   counts(): Record<RunState, number> {
@@ -653,7 +666,7 @@ export class SubagentService {
   }
 
   /** Give a detached run the grace period to be re-attached, then cancel and dispose it. */
-  private startGrace(record: RunRecord): void {
+  private startGrace(record: LiveRun): void {
     clearTimeout(record.graceTimer);
     record.graceTimer = setTimeout(() => {
       if (record.owner !== DETACHED) return;
@@ -681,7 +694,7 @@ export class SubagentService {
       for (const record of running) {
         if (record.state !== 'running' || !this.registry.get(record.provider)?.restore) continue;
         record.checkpointed = true;
-        this.index?.update(record.runId, { state: 'checkpointed' });
+        this.record(record, { state: 'checkpointed' });
         this.log.info({ runId: record.runId }, 'drain timed out: child checkpointed for the next daemon');
       }
     }
@@ -692,7 +705,8 @@ export class SubagentService {
       }
     }
     await Promise.allSettled([...this.runs.values()].map((record) => this.disposeRecord(record)));
-    this.index?.close();
+    await Promise.allSettled([...this.runs.values()].map((record) => record.recorded));
+    await this.ledger.close();
   }
 
   /**
@@ -701,7 +715,7 @@ export class SubagentService {
    */
   async continueCheckpointed(): Promise<string[]> {
     const continued: string[] = [];
-    for (const stored of this.index?.all() ?? []) {
+    for (const stored of await this.ledger.leftBehind()) {
       if (stored.state !== 'checkpointed') continue;
       try {
         await this.continueRun(stored);
@@ -709,13 +723,16 @@ export class SubagentService {
       } catch (error) {
         const diagnostic = `the checkpointed child could not be continued: ${error instanceof Error ? error.message : String(error)}`;
         this.log.error({ err: error, runId: stored.runId }, 'could not continue a checkpointed child');
-        this.index?.update(stored.runId, { state: 'settled', settledAt: new Date().toISOString(), result: { output: [], stopReason: 'error', diagnostic } });
+        const current = (await this.ledger.get(stored.runId)) ?? stored;
+        await this.ledger
+          .transition(stored.runId, { state: 'settled', settledAt: new Date().toISOString(), result: { output: [], stopReason: 'error', diagnostic } }, current.revision)
+          .catch((failure: unknown) => this.log.error({ err: failure, runId: stored.runId }, 'could not record the failed continuation'));
       }
     }
     return continued;
   }
 
-  private async continueRun(stored: IndexedRun): Promise<void> {
+  private async continueRun(stored: StoredRun): Promise<void> {
     const provider = this.registry.get(stored.provider);
     if (!provider?.restore) throw new Error(`provider "${stored.provider}" is not registered or cannot restore children`);
     const host = new ServiceRunHost(stored.runId, DETACHED, false, this.log.child({ runId: stored.runId, provider: stored.provider }), this.maxOutputBytes);
@@ -727,19 +744,15 @@ export class SubagentService {
       ...(stored.restore?.maxDepth !== undefined && { maxDepth: stored.restore.maxDepth }),
     });
     const abort = new AbortController();
-    const release = await this.admission.acquire(DETACHED.id, abort.signal);
+    const lease = await this.ledger.admit(DETACHED.id, stored.provider, abort.signal);
     let run: DaemonRun;
     try {
       run = await restored.resume!([{ type: 'text', text: CONTINUE_PROMPT }], { signal: abort.signal });
     } catch (error) {
-      release();
+      lease.release();
       throw error;
     }
-    this.publish(stored.provider, run, DETACHED, abort, host, release, {
-      tokenHash: stored.tokenHash,
-      startedAt: stored.startedAt,
-      ...(stored.restore && { restore: stored.restore }),
-    });
+    await this.publish(stored.provider, run, DETACHED, abort, host, lease, { continues: stored, ...(stored.restore && { restore: stored.restore }) });
     this.startGrace(this.runs.get(stored.runId)!);
     this.log.info({ runId: stored.runId }, 'continuing a checkpointed child');
   }
@@ -799,10 +812,10 @@ function runInfo(
   };
 }
 
-const info = (record: RunRecord, asker: RunOwner): RunInfo => runInfo(record, record.state, record.owner === asker);
+const info = (record: LiveRun, asker: RunOwner): RunInfo => runInfo(record, record.state, record.owner === asker);
 
 /** A previous daemon's run: whatever it was doing is over (the index's interrupted runs read as settled). */
-const storedState = (stored: IndexedRun): RunState => (stored.state === 'disposed' ? 'disposed' : 'settled');
+const storedState = (stored: StoredRun): RunState => (stored.state === 'disposed' ? 'disposed' : 'settled');
 
 /** In-process children expose their session; anything else has nothing to inspect. */
 function sessionOf(agent: unknown): { header: SessionHeader; events: readonly SessionEvent[] } | undefined {

@@ -1,26 +1,28 @@
-/** One stored run, as the run index and the archive hold it (one JSON line per change). */
-import type { RunState, SubagentResult, ToolFilter } from '../../protocol/index.js';
+/**
+ * One stored run as the run index and the archive hold it (one JSON line per change): the
+ * ledger's StoredRun. Lines written before records named their worker and revision carry
+ * `daemonEpoch`/`daemonPid` instead; `readStoredRun` reads both, so an upgraded daemon answers
+ * for its predecessor's runs.
+ */
+import { hostname } from 'node:os';
+import type { StoredRun, StoredState } from './run-ledger.js';
 
-/** `checkpointed`: stopped at a drain's timeout, to be continued by the next daemon. */
-export type IndexedState = RunState | 'checkpointed';
+export type IndexedRun = StoredRun;
+export type IndexedState = StoredState;
 
-export interface IndexedRun {
-  readonly runId: string;
-  readonly id: string;
-  readonly provider: string;
-  /** sha256 of the owner's run token: proves ownership across connections and restarts. */
-  readonly tokenHash: string;
-  readonly state: IndexedState;
-  readonly startedAt: string;
-  readonly settledAt?: string;
-  readonly result?: SubagentResult;
-  /** The daemon that ran it: a restarted daemon tells its own runs from a dead one's. */
-  readonly daemonEpoch: string;
-  readonly daemonPid: number;
-  /** The run whose child started this one (nested delegation). */
-  readonly parentRunId?: string;
-  /** Earlier run of the same child, for resumptions. */
-  readonly resumedFrom?: string;
-  /** What a later daemon needs to restore the child faithfully (see providers' `restore`). */
-  readonly restore?: { readonly persona?: string; readonly toolFilter?: ToolFilter; readonly maxDepth?: number };
+/** A parsed line as a record, or undefined when it is not one. */
+export function readStoredRun(line: string): StoredRun | undefined {
+  const run = JSON.parse(line) as Partial<StoredRun> & { daemonEpoch?: string; daemonPid?: number };
+  if (typeof run.runId !== 'string' || typeof run.state !== 'string') return undefined;
+  if (run.worker !== undefined && run.revision !== undefined) return run as StoredRun;
+  const { daemonEpoch, daemonPid, ...rest } = run;
+  return {
+    ...rest,
+    worker: run.worker ?? { id: daemonEpoch ?? 'unknown', host: legacyHost(), pid: daemonPid ?? 0 },
+    revision: run.revision ?? 0,
+  } as StoredRun;
 }
+
+/** A line without a worker was written by a daemon of this machine (the index is per state dir). */
+let host: string | undefined;
+const legacyHost = (): string => (host ??= hostname());

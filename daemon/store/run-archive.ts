@@ -17,7 +17,7 @@
  * - A line that no longer parses is skipped and counted in `unreadable`, never fatal.
  */
 import { closeSync, existsSync, fstatSync, ftruncateSync, openSync, readSync, renameSync, rmSync, writeSync } from 'node:fs';
-import type { IndexedRun } from './indexed-run.js';
+import { readStoredRun, type IndexedRun } from './indexed-run.js';
 
 const ENTRY = 12;
 const BLOCK_ENTRIES = 256;
@@ -170,8 +170,8 @@ export class RunArchive {
 
   private parse(line: string): IndexedRun | undefined {
     try {
-      const run = JSON.parse(line) as IndexedRun;
-      if (typeof run.runId === 'string' && typeof run.state === 'string') return run;
+      const run = readStoredRun(line);
+      if (run) return run;
     } catch {
       // counted below
     }

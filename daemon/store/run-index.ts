@@ -30,7 +30,7 @@ import {
   type SubagentResult,
 } from '../../protocol/index.js';
 import { RunArchive } from './run-archive.js';
-import type { IndexedRun } from './indexed-run.js';
+import { readStoredRun, type IndexedRun } from './indexed-run.js';
 
 export type { IndexedRun, IndexedState } from './indexed-run.js';
 import { describeWriteFault, StateFaults } from './state-faults.js';
@@ -229,8 +229,8 @@ export class RunIndex {
     lines.forEach((line, i) => {
       if (line === '') return;
       try {
-        const run = JSON.parse(line) as IndexedRun;
-        if (typeof run.runId !== 'string' || typeof run.state !== 'string') throw new Error('not a run record');
+        const run = readStoredRun(line);
+        if (!run) throw new Error('not a run record');
         this.runs.set(run.runId, run);
       } catch (error) {
         if (i === last) problems.tornTail = true;

@@ -1,19 +1,13 @@
 /**
- * One concurrency budget for every client: a global cap on live runs and a per-connection cap.
- * Starts over the limit wait in a fair queue (round-robin across connections, FIFO within one),
- * bounded in length; past that bound a start is OVERLOADED at once. A waiting start still
- * honours its AbortSignal.
+ * One concurrency budget for every client of this daemon (the local ledger's admission): a
+ * global cap on live runs and a per-connection cap. Starts over the limit wait in a fair queue
+ * (round-robin across connections, FIFO within one), bounded in length; past that bound a start
+ * is OVERLOADED at once. A waiting start still honours its AbortSignal.
  */
 import { SubagentError } from '../../protocol/index.js';
+import type { AdmissionLimits, AdmissionStats, Lease } from './run-ledger.js';
 
-export interface AdmissionLimits {
-  /** Live runs across all connections. */
-  readonly maxConcurrentRuns: number;
-  /** Live runs of one connection. */
-  readonly maxRunsPerConnection: number;
-  /** Starts that may wait for a slot, across all connections. */
-  readonly maxQueued: number;
-}
+export type { AdmissionLimits } from './run-ledger.js';
 
 export const DEFAULT_ADMISSION_LIMITS: AdmissionLimits = { maxConcurrentRuns: 64, maxRunsPerConnection: 32, maxQueued: 1024 };
 
@@ -21,8 +15,21 @@ interface Waiter {
   readonly grant: () => void;
 }
 
-/** Give the slot back exactly once. */
-export type Release = () => void;
+/** A held slot: one object per grant, released once (later calls do nothing). */
+class Slot implements Lease {
+  private released = false;
+
+  constructor(
+    private readonly queue: AdmissionQueue,
+    readonly owner: string,
+  ) {}
+
+  release(): void {
+    if (this.released) return;
+    this.released = true;
+    this.queue.giveBack(this.owner);
+  }
+}
 
 export class AdmissionQueue {
   private running = 0;
@@ -34,14 +41,14 @@ export class AdmissionQueue {
 
   constructor(readonly limits: AdmissionLimits) {}
 
-  stats(): { running: number; queued: number; byConnection: Record<string, { running: number; queued: number }> } {
+  stats(): AdmissionStats {
     const byConnection: Record<string, { running: number; queued: number }> = {};
     for (const [id, n] of this.runningBy) byConnection[id] = { running: n, queued: 0 };
     for (const [id, list] of this.waiting) byConnection[id] = { running: this.runningBy.get(id) ?? 0, queued: list.length };
     return { running: this.running, queued: this.queued, byConnection };
   }
 
-  acquire(owner: string, signal: AbortSignal): Promise<Release> {
+  acquire(owner: string, signal: AbortSignal): Promise<Lease> {
     if (signal.aborted) return Promise.reject(new SubagentError('ABORTED', 'start was cancelled while waiting for a slot'));
     if (this.waiting.size === 0 && this.fits(owner)) return Promise.resolve(this.take(owner));
     if (this.queued >= this.limits.maxQueued) {
@@ -53,7 +60,7 @@ export class AdmissionQueue {
         ),
       );
     }
-    return new Promise<Release>((resolve, reject) => {
+    return new Promise<Lease>((resolve, reject) => {
       const waiter: Waiter = {
         grant: () => {
           signal.removeEventListener('abort', onAbort);
@@ -79,19 +86,19 @@ export class AdmissionQueue {
     return this.running < this.limits.maxConcurrentRuns && (this.runningBy.get(owner) ?? 0) < this.limits.maxRunsPerConnection;
   }
 
-  private take(owner: string): Release {
+  private take(owner: string): Lease {
     this.running += 1;
     this.runningBy.set(owner, (this.runningBy.get(owner) ?? 0) + 1);
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      this.running -= 1;
-      const n = (this.runningBy.get(owner) ?? 1) - 1;
-      if (n === 0) this.runningBy.delete(owner);
-      else this.runningBy.set(owner, n);
-      this.pump();
-    };
+    return new Slot(this, owner);
+  }
+
+  /** A slot came back (Slot.release, once per grant). */
+  giveBack(owner: string): void {
+    this.running -= 1;
+    const n = (this.runningBy.get(owner) ?? 1) - 1;
+    if (n === 0) this.runningBy.delete(owner);
+    else this.runningBy.set(owner, n);
+    this.pump();
   }
 
   /** Grant slots round-robin: each connection with a waiter and room gets one per pass. */

@@ -3,17 +3,8 @@
  * of the previous page, so a page costs what it skips and returns, never a pass over every stored
  * run, and runs started meanwhile never shift a page under the reader.
  */
-import type { RunInfo, RunState, RunsListParams, RunsListResult } from '../../protocol/index.js';
-
-/** A run as listing sees it before its info is built (built only for runs on the page). */
-export interface ListedRun {
-  readonly runId: string;
-  readonly state: RunState;
-  readonly provider: string;
-  readonly startedAt: string;
-  readonly mine: boolean;
-  info(): RunInfo;
-}
+import type { RunInfo, RunsListParams, RunsListResult } from '../../protocol/index.js';
+import type { ListedRun } from './run-ledger.js';
 
 export function pageOfRuns(newestFirst: Iterable<ListedRun>, params: RunsListParams): RunsListResult {
   const limit = params.limit ?? Number.POSITIVE_INFINITY;

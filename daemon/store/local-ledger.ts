@@ -1,0 +1,96 @@
+/**
+ * The RunLedger of one daemon: records in the run index (run-index.ts, with its archive) and
+ * admission by the in-memory AdmissionQueue. Every answer is ready when the call returns: the
+ * Promise only satisfies the seam, so the single-daemon path does the same work as direct calls.
+ *
+ * Rules and failures:
+ * - Revisions count up from 1 per run; records from before revisions read as 0.
+ * - `create` of an existing run id and `transition` from a stale revision reject with
+ *   REVISION_CONFLICT; an unknown run id in `transition` rejects with UNKNOWN_RUN.
+ * - Writes never throw: a write fault is kept by the index (and reported to StateFaults), and
+ *   `assertRecordable` refuses new runs until a retry succeeds.
+ * - `leftBehind` is every unfinished record another epoch wrote: in one state dir only one
+ *   daemon runs at a time (the state lock), so such a record's daemon is gone.
+ */
+import { hostname } from 'node:os';
+import { SubagentError, type RunsListParams, type RunsListResult } from '../../protocol/index.js';
+import { AdmissionQueue } from './admission-queue.js';
+import { pageOfRuns } from './run-paging.js';
+import type { RunIndex } from './run-index.js';
+import type { AdmissionLimits, AdmissionStats, Lease, ListedRun, NewRun, RunLedger, RunPatch, StoredRun, WorkerRef } from './run-ledger.js';
+
+export class LocalLedger implements RunLedger {
+  readonly worker: WorkerRef;
+  private readonly queue: AdmissionQueue;
+
+  constructor(
+    /** The run index of this daemon's state dir; daemon.ts also collects garbage through it. */
+    readonly index: RunIndex,
+    limits: AdmissionLimits,
+    epoch: string,
+  ) {
+    this.worker = { id: epoch, host: hostname(), pid: process.pid };
+    this.queue = new AdmissionQueue(limits);
+  }
+
+  get limits(): AdmissionLimits {
+    return this.queue.limits;
+  }
+
+  assertRecordable(): void {
+    this.index.assertRecordable();
+  }
+
+  create(run: NewRun): Promise<StoredRun> {
+    if (this.index.get(run.runId)) return Promise.reject(conflict(`run ${run.runId} already has a record`));
+    const stored: StoredRun = { ...run, revision: 1 };
+    // Written before returning: the starter is about to hold the run's token.
+    this.index.put(stored, true);
+    return Promise.resolve(stored);
+  }
+
+  get(runId: string): Promise<StoredRun | undefined> {
+    return Promise.resolve(this.index.get(runId));
+  }
+
+  transition(runId: string, patch: RunPatch, expectedRevision: number): Promise<StoredRun> {
+    const current = this.index.get(runId);
+    if (!current) return Promise.reject(new SubagentError('UNKNOWN_RUN', `no run with id ${runId}`));
+    if (current.revision !== expectedRevision) {
+      return Promise.reject(conflict(`run ${runId} is at revision ${current.revision}, not ${expectedRevision}`));
+    }
+    const next: StoredRun = { ...current, ...patch, revision: expectedRevision + 1 };
+    this.index.put(next);
+    return Promise.resolve(next);
+  }
+
+  page(params: RunsListParams, see: (stored: StoredRun) => ListedRun): Promise<RunsListResult> {
+    return Promise.resolve(pageOfRuns(seen(this.index.newestFirst(), see), params));
+  }
+
+  leftBehind(): Promise<StoredRun[]> {
+    const unfinished = this.index.all().filter(
+      (run) => run.worker.id !== this.worker.id && (run.state === 'running' || run.state === 'starting' || run.state === 'checkpointed'),
+    );
+    return Promise.resolve(unfinished);
+  }
+
+  admit(owner: string, _provider: string, signal: AbortSignal): Promise<Lease> {
+    return this.queue.acquire(owner, signal);
+  }
+
+  admission(): AdmissionStats {
+    return this.queue.stats();
+  }
+
+  close(): Promise<void> {
+    this.index.close();
+    return Promise.resolve();
+  }
+}
+
+function* seen(stored: Iterable<StoredRun>, see: (stored: StoredRun) => ListedRun): Generator<ListedRun> {
+  for (const run of stored) yield see(run);
+}
+
+const conflict = (message: string): SubagentError => new SubagentError('REVISION_CONFLICT', message);
