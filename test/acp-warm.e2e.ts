@@ -42,11 +42,16 @@ async function agents(): Promise<AgentProcessesStatus | undefined> {
   return (await box.status())?.config?.agents?.['warm-agent'];
 }
 
-const initializedBy = (generation: string): number[] =>
-  readRecord(record)
+/** Pids that answered `initialize`, of the agents started with config generation `generation`. */
+function initializedBy(generation: string): number[] {
+  const entries = readRecord(record);
+  const envOf = (pid: number): Record<string, string> | undefined =>
+    entries.find((e) => e.event === 'start' && e['pid'] === pid)?.['env'] as Record<string, string> | undefined;
+  return entries
     .filter((e) => e.event === 'initialize')
     .map((e) => e['pid'] as number)
-    .filter((pid) => (readRecord(record).find((s) => s.event === 'start' && s['pid'] === pid)?.['env'] as Record<string, string>)['GENERATION'] === generation);
+    .filter((pid) => envOf(pid)?.['GENERATION'] === generation);
+}
 
 it('warms at start, serves a run from the pool, recycles on reload, and stops every agent', { timeout: 2 * HEAVY_TEST_MS }, async () => {
   const config = box.file('config.json', agentConfig(2, 'first'));
