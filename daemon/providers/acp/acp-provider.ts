@@ -9,6 +9,7 @@ import type { DaemonProvider, ProviderStartRequest } from '../../provider.js';
 import type { AcpRun } from './acp-run.js';
 import type { AcpSession } from './acp-session.js';
 import type { AgentGroups } from './agent-groups.js';
+import type { SessionBinding } from './client-requests.js';
 import { resolveAcpConfig, type AcpProviderConfig } from './config.js';
 import { compileStructuredOutput } from './structured-output.js';
 import { WarmPool } from './warm-pool.js';
@@ -40,6 +41,31 @@ export function createAcpProvider(config: AcpProviderConfig, deps: AcpProviderDe
     poolLog,
   );
   pool.fill();
+
+  /** A warm process when one is ready (and the request brings no env of its own), else a cold one. */
+  async function takeOrSpawn(request: ProviderStartRequest, binding: SessionBinding, log: Logger): Promise<AcpSession> {
+    const { AcpSession } = await loadAcpRuntime();
+    // A warm process was spawned without this request's env: such a start spawns its own.
+    const warm = request.env && Object.keys(request.env).length > 0 ? undefined : pool.take();
+    if (warm) {
+      try {
+        await warm.adopt(request, binding, log);
+      } catch (error) {
+        await pool.ended(warm);
+        throw error;
+      }
+      return warm;
+    }
+    pool.admitCold();
+    let cold: AcpSession | undefined;
+    try {
+      cold = await AcpSession.open(resolved, request, binding, log, deps.groups);
+      return cold;
+    } finally {
+      pool.coldStarted(cold);
+    }
+  }
+
   return {
     name: resolved.name,
     capabilities: {
@@ -66,27 +92,7 @@ export function createAcpProvider(config: AcpProviderConfig, deps: AcpProviderDe
       const { AcpSession, AcpRun } = await loadAcpRuntime();
       const binding = await AcpSession.bindingFor(resolved, request);
       if (request.signal.aborted) throw new SubagentError('ABORTED', 'start was cancelled before the agent was spawned');
-      // A warm process was spawned without this request's env: such a start spawns its own.
-      const warm = request.env && Object.keys(request.env).length > 0 ? (pool.fill(), undefined) : pool.take();
-      let session: AcpSession;
-      if (warm) {
-        try {
-          await warm.adopt(request, binding, log);
-        } catch (error) {
-          await pool.ended(warm);
-          throw error;
-        }
-        session = warm;
-      } else {
-        pool.admitCold();
-        let cold: AcpSession | undefined;
-        try {
-          cold = await AcpSession.open(resolved, request, binding, log, deps.groups);
-        } finally {
-          pool.coldStarted(cold);
-        }
-        session = cold;
-      }
+      const session = await takeOrSpawn(request, binding, log).finally(() => pool.fill());
       return AcpRun.begin(session, request.prompt, request.signal, structured, resolved.initializeTimeoutMs, (s) => pool.ended(s));
     },
     processes: () => pool.status(),

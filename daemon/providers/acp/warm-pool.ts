@@ -4,8 +4,9 @@
  *
  * Rules:
  * - `warm: N` keeps N processes spawned and `initialize`d (ready, or still initializing). A start
- *   takes a ready one, and a replacement is spawned at once in the background. With none ready the
- *   start spawns its own (cold); the pool is refilled all the same.
+ *   takes a ready one; once that start is ready (or failed) the provider calls `fill`, so the
+ *   replacement's spawn does not compete with the start it replaces. With none ready the start
+ *   spawns its own (cold); the pool is refilled all the same.
  * - A used process is disposed when its run chain ends, unless the config declares the agent
  *   reusable (`reuseProcesses`): then a healthy, idle process goes back to the pool while it has
  *   room, for any owner.
@@ -55,16 +56,14 @@ export class WarmPool {
     while (!this.closed && this.ready.length + this.warmups.size < this.config.warm && !this.atCap()) this.warmOne();
   }
 
-  /** A ready process for a start, or undefined (the caller goes cold). Refills either way. */
+  /** A ready process for a start, or undefined (the caller goes cold). The caller then calls `fill`. */
   take(): AcpSession | undefined {
     const entry = this.ready.shift();
-    if (entry) {
-      clearTimeout(entry.idleTimer);
-      this.inUse.add(entry.session);
-      this.counters.warmStarts += 1;
-    }
-    this.fill();
-    return entry?.session;
+    if (!entry) return undefined;
+    clearTimeout(entry.idleTimer);
+    this.inUse.add(entry.session);
+    this.counters.warmStarts += 1;
+    return entry.session;
   }
 
   /** Counts a cold start in, or refuses it at `maxProcesses`. Pair with `started` or `ended`. */
