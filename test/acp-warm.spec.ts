@@ -4,6 +4,8 @@
  * `session/new`), never from timing: a warm start is the pre-initialized process, which sees one
  * `initialize` and then the start's `session/new`.
  */
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { DaemonProvider, DaemonRun } from '../daemon/provider.js';
 import type { AcpProviderConfig } from '../daemon/providers/acp/index.js';
@@ -120,6 +122,39 @@ describe('warm ACP pool', { timeout: 30_000 }, () => {
     expect(hostA.events.length).toBe(eventsOfA);
     expect(hostB.events.length).toBeGreaterThan(0);
     await b.dispose();
+  });
+
+  it("a warm process answers the agent's requests for the run that took it: its workspace and its client", async () => {
+    const reader = warmProvider('read', { warm: 1 });
+    const [readerPid] = await readyPool(reader, 1);
+    writeFileSync(join(ws.root, 'notes.txt'), 'the run workspace');
+    const read = (await reader.start(request(ws, fakeHost(), { prompt: [{ type: 'text', text: join(ws.root, 'notes.txt') }] }))) as DaemonRun & { pid: number };
+    expect(read.pid).toBe(readerPid);
+    expect(textOf((await read.result).output)).toBe('read: the run workspace');
+    // The file root is the run's workspace, not the warm process's cwd (the temp dir).
+    writeFileSync(join(ws.outside, 'secret.txt'), 'outside');
+    const again = await read.resume!([{ type: 'text', text: join(ws.outside, 'secret.txt') }]);
+    expect(textOf((await again.result).output)).toMatch(/^read-error -32602 /);
+    await again.dispose();
+    await read.dispose();
+
+    const asker = warmProvider('permission', { warm: 1, permission: 'ask' });
+    await waitFor(() => status(asker).ready === 1, 10_000, 'the asking agent warm');
+    const host = fakeHost(async () => ({ outcome: 'selected', optionId: 'yes' }));
+    const asked = await asker.start(request(ws, host));
+    expect(textOf((await asked.result).output)).toBe('permission: yes');
+    expect(host.asks.map((a) => a.title)).toEqual(['Edit config.json']);
+    await asked.dispose();
+  });
+
+  it('an image prompt for a warm agent without image support is refused, and the pool refills', async () => {
+    const p = warmProvider('echo', { warm: 1 });
+    const [warmPid] = await readyPool(p, 1);
+    const error = await rejection(p.start(request(ws, fakeHost(), { prompt: [{ type: 'image', mimeType: 'image/png', data: 'iVBORw0KGgo=' }] })));
+    expect(error.code).toBe('INVALID_REQUEST');
+    expect(processGone(warmPid!)).toBe(true);
+    await waitFor(() => status(p).ready === 1, 10_000, 'the pool to refill');
+    expect(status(p)).toMatchObject({ inUse: 0, warmStarts: 1 });
   });
 
   it('reaps a warm process idle past warmIdleMs and re-warms only on the next start', async () => {
