@@ -113,6 +113,7 @@ export class AcpSession {
     if (!isAbsolute(parentCwd)) {
       throw new SubagentError('INVALID_REQUEST', 'parent.cwd must be an absolute path', { field: '/parent/cwd' });
     }
+    await assertDirectory(parentCwd, "the parent's working directory");
     let fs: WorkspaceFs | undefined;
     if (config.fileAccess.read || config.fileAccess.write) {
       fs = await WorkspaceFs.open(parentCwd).catch((error: unknown) => {
@@ -138,7 +139,7 @@ export class AcpSession {
     if (signal.aborted) throw new SubagentError('ABORTED', 'start was cancelled before the agent was spawned');
     const parentCwd = binding.workspaceRoot;
     const cwd = config.cwd ?? parentCwd;
-    await assertDirectory(cwd, config.cwd === undefined ? "the parent's working directory" : 'the configured cwd');
+    if (config.cwd !== undefined) await assertDirectory(cwd, 'the configured cwd');
     const spawnedAt = performance.now();
     const session = await AcpSession.spawn(config, cwd, request.env, signal, log, groups);
     session.binding = binding;
