@@ -6,6 +6,7 @@
  * and writes no file either: its figures are for a quick look, not for BENCHMARKS.md.
  */
 import { acpBench } from './acp.js';
+import { acpWarmBench } from './acp-warm.js';
 import { join } from 'node:path';
 import { childAgents } from './children.js';
 import { facesBench } from './faces.js';
@@ -63,6 +64,11 @@ const sections: SectionRun[] = [
     name: 'acp',
     timeoutMs: 90_000,
     run: (cleanup, world) => acpBench(report, cleanup, world, { starts: q(6, 2), prompts: q(40, 10), warmupPrompts: 5 }),
+  },
+  {
+    name: 'acp-warm',
+    timeoutMs: 240_000,
+    run: (cleanup, world) => acpWarmBench(report, cleanup, world, { pairs: q(10, 3), qwenPairs: q(4, 0) }),
   },
   {
     name: 'pool',

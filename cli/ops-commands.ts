@@ -121,6 +121,11 @@ function settingsRows(status: StatusResult): string[][] {
     ['env file', `${config.envFile}${config.envFileLoaded ? '' : ' (absent)'}`],
     ['model', endpoint],
     ...(config.restartNeeded.length > 0 ? [['restart needed', `changed: ${config.restartNeeded.join(', ')}`]] : []),
+    ...Object.entries(config.agents ?? {}).map(([name, p]) => [
+      `agents ${name}`,
+      `${p.inUse} in use, ${p.ready} warm ready, ${p.warming} warming (warm ${p.warm}${p.maxProcesses !== undefined ? `, max ${p.maxProcesses}` : ''})` +
+        `  starts ${p.warmStarts} warm / ${p.coldStarts} cold, ${p.reaped} reaped, ${p.reused} reused${p.lastError ? `  last warm-up error: ${p.lastError}` : ''}`,
+    ]),
   ];
 }
 

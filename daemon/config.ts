@@ -14,10 +14,14 @@ export interface AcpProviderEntry {
   readonly args?: string[];
   readonly env?: Record<string, string>;
   readonly cwd?: string;
-  readonly permission?: 'allow' | 'deny' | 'ask';
+  readonly permission?: 'allow' | 'allow-in-workspace' | 'deny' | 'ask';
   readonly fileAccess?: { read: boolean; write: boolean };
   readonly initializeTimeoutMs?: number;
   readonly disposeGraceMs?: { stdin: number; term: number };
+  readonly warm?: number;
+  readonly warmIdleMs?: number;
+  readonly reuseProcesses?: boolean;
+  readonly maxProcesses?: number;
 }
 
 export interface DaemonConfig {
@@ -131,6 +135,10 @@ const schema = {
             required: ['stdin', 'term'],
             properties: { stdin: { type: 'integer', minimum: 0 }, term: { type: 'integer', minimum: 0 } },
           },
+          warm: { type: 'integer', minimum: 0, maximum: 32 },
+          warmIdleMs: positiveInt,
+          reuseProcesses: { type: 'boolean' },
+          maxProcesses: positiveInt,
         },
       },
     },

@@ -341,6 +341,8 @@ export function createDaemon(options: DaemonOptions): Daemon {
       closing ??= (async () => {
         log.info({ drain, timeoutMs }, 'daemon shutting down');
         await service.shutdown(drain, timeoutMs);
+        // Warm agent processes are no run: the providers holding them stop them here.
+        await Promise.allSettled(service.registry.all().map((provider) => provider.close?.()));
         children.close();
         // Stop accepting first; a listener finishes closing only once its connections are gone.
         const stopped = listeners.map((listener) => listener.close());

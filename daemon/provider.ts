@@ -6,6 +6,7 @@
  */
 import type { Logger } from 'pino';
 import type {
+  AgentProcessesStatus,
   ContentBlock,
   InterruptLevel,
   SubagentResult,
@@ -84,6 +85,13 @@ export interface DaemonProvider extends Omit<SubagentProvider<ProviderStartReque
    * works across restarts. Its presence is the capability.
    */
   restore?(childId: string, context: RestoreContext): Promise<DaemonRun>;
+  /** Optional: the provider's external agent processes (ACP: warm and in use), for status. */
+  processes?(): AgentProcessesStatus;
+  /**
+   * Optional: release what the provider holds outside its runs (ACP: warm processes). Called when
+   * the provider is unregistered by a reload and when the daemon stops; runs keep going.
+   */
+  close?(): Promise<void>;
 }
 
 export function describeProvider(provider: DaemonProvider): ProviderDescriptor {

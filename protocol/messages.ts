@@ -235,6 +235,31 @@ export interface InspectParams extends RunParams {
 }
 export const InspectRequest = new RequestType<InspectParams, InspectResult, SubagentErrorData>('run/inspect');
 
+/**
+ * One ACP provider's agent processes, as status shows them. Warm processes are spawned and
+ * `initialize`d ahead of starts; they take no admission slot but count toward `maxProcesses`.
+ */
+export interface AgentProcessesStatus {
+  /** Warm processes the config asks for. */
+  readonly warm: number;
+  /** Warm: `initialize` answered, waiting for a start. */
+  readonly ready: number;
+  /** Warm: spawned, `initialize` not answered yet. */
+  readonly warming: number;
+  /** Serving a run chain (taken warm or spawned cold). */
+  readonly inUse: number;
+  readonly maxProcesses?: number;
+  /** Starts that took a ready process, and starts that spawned their own. */
+  readonly warmStarts: number;
+  readonly coldStarts: number;
+  /** Ready processes stopped after idling past `warmIdleMs`. */
+  readonly reaped: number;
+  /** Used processes given back to the pool (`reuseProcesses`). */
+  readonly reused: number;
+  /** Why the last warm-up failed, until one succeeds. */
+  readonly lastError?: string;
+}
+
 /** The config file and environment a daemon run by the CLI has in force, as status shows them (no secrets). */
 export interface SettingsStatus {
   readonly path?: string;
@@ -250,6 +275,8 @@ export interface SettingsStatus {
   readonly model: { readonly default?: string; readonly endpoint?: string; readonly model?: string; readonly apiKey: 'set' | 'unset'; readonly problem?: string };
   /** Changed settings that only a restart applies. */
   readonly restartNeeded: string[];
+  /** Each configured ACP provider's agent processes, by provider name. */
+  readonly agents?: Record<string, AgentProcessesStatus>;
 }
 
 export interface StatusResult {

@@ -2,7 +2,9 @@
  * The daemon's reloadable settings: the config file and the environment file, read at start and
  * again on `subagentd reload` (SIGHUP). A reload applies to new runs: the model (default, endpoint,
  * key) comes from the fresh config and environment, and the ACP providers are re-registered from
- * the fresh config. Running children keep what they started with. Settings that only a restart
+ * the fresh config. Running children keep what they started with; the old providers' warm agent
+ * processes are stopped and the new providers warm their own, so a changed command, env or `warm`
+ * takes effect at once. Settings that only a restart
  * can change (socket, state dir, limits, tools policy, persona, provider modules, tcp) are named
  * in `restartNeeded` when they differ. A config that fails to load leaves the old one in force
  * and the error is returned to the caller (and logged).
@@ -48,6 +50,7 @@ export class DaemonSettings {
   private readonly startConfig: DaemonConfig;
   private readonly envFile: string;
   private unregisterAcp: Array<() => void> = [];
+  private acp: DaemonProvider[] = [];
   private registry: ProviderRegistry | undefined;
   /** One record of ACP agents' process groups for every provider generation (see agent-groups.ts). */
   private readonly groups: AgentGroups;
@@ -78,7 +81,8 @@ export class DaemonSettings {
   /** Registers the config's ACP providers and re-registers them on every reload. */
   attach(registry: ProviderRegistry): void {
     this.registry = registry;
-    this.unregisterAcp = this.acpProviders().map((provider) => registry.register(provider));
+    this.acp = this.acpProviders();
+    this.unregisterAcp = this.acp.map((provider) => registry.register(provider));
   }
 
   reload(): SettingsStatus {
@@ -97,7 +101,11 @@ export class DaemonSettings {
     this.resolver = this.makeResolver();
     if (this.registry) {
       for (const unregister of this.unregisterAcp) unregister();
-      this.unregisterAcp = this.acpProviders().map((provider) => this.registry!.register(provider));
+      for (const old of this.acp) {
+        void old.close?.().catch((error: unknown) => this.log.warn({ err: error, provider: old.name }, 'stopping warm ACP agents failed'));
+      }
+      this.acp = this.acpProviders();
+      this.unregisterAcp = this.acp.map((provider) => this.registry!.register(provider));
     }
     this.generation += 1;
     this.loadedAt = new Date().toISOString();
@@ -117,6 +125,7 @@ export class DaemonSettings {
       ...(this.lastError !== undefined && { reloadError: this.lastError }),
       model: this.modelSummary(),
       restartNeeded: RESTART_ONLY.filter((key) => JSON.stringify(this.config[key]) !== JSON.stringify(this.startConfig[key])),
+      ...(this.acp.length > 0 && { agents: Object.fromEntries(this.acp.flatMap((p) => (p.processes ? [[p.name, p.processes()]] : []))) }),
     };
   }
 

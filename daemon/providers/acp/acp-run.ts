@@ -5,7 +5,8 @@
  * run — the latest in the chain — owns the process: `resume()` on the owner returns a fresh run
  * and hands ownership to it. Disposing the owner kills the process; disposing an earlier run
  * only retires that handle. So the caller's rule stays the seam's: dispose every run, and the
- * process ends with the last one.
+ * process ends with the last one. (The provider decides what "ends" means: by default the process
+ * is killed; a process whose agent is declared reusable may go back to the warm pool.)
  */
 import { randomUUID } from 'node:crypto';
 import { SubagentError, type ContentBlock, type SubagentResult } from '../../../protocol/index.js';
@@ -29,6 +30,8 @@ interface Chain {
   readonly structured: StructuredOutput | undefined;
   /** Bound on waiting for the agent to answer a cancelled turn before a resume. */
   readonly idleTimeoutMs: number;
+  /** Called once, when the chain's owner is disposed: ends (or recycles) the session. */
+  readonly end: (session: AcpSession) => Promise<void>;
   owner: AcpRun | undefined;
 }
 
@@ -54,8 +57,9 @@ export class AcpRun implements DaemonRun {
     signal: AbortSignal,
     structured: StructuredOutput | undefined,
     idleTimeoutMs: number,
+    end: (session: AcpSession) => Promise<void> = (s) => s.dispose(),
   ): AcpRun {
-    const chain: Chain = { session, signal, structured, idleTimeoutMs, owner: undefined };
+    const chain: Chain = { session, signal, structured, idleTimeoutMs, end, owner: undefined };
     const run = new AcpRun(chain, session.startTurn(prompt, signal, structured));
     chain.owner = run;
     return run;
@@ -71,7 +75,7 @@ export class AcpRun implements DaemonRun {
       this.turn.cancel();
       if (this.chain.owner === this) {
         this.chain.owner = undefined;
-        await this.chain.session.dispose();
+        await this.chain.end(this.chain.session);
       }
     })();
     return this.disposal;

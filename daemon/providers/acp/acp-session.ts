@@ -1,22 +1,30 @@
 /**
- * One agent process speaking ACP with one session: the handshake (spawn → initialize →
+ * One agent process speaking ACP with one session at a time: the handshake (spawn → initialize →
  * session/new), the ordered stream of session updates, and the prompt turns. The agent's
  * requests to us are answered in client-requests.ts. The runs of a resume chain share one
  * AcpSession; `AcpRun` decides which of them may dispose it.
+ *
+ * Two ways in. Cold (`open`): spawn for this request and run the whole handshake under one
+ * `initializeTimeoutMs`. Warm (`warm`, then `adopt`): spawn and `initialize` ahead of any request
+ * (warm-pool.ts), then bind the run's side and send `session/new` under a fresh bound. A warm
+ * process is spawned without the request's env, in `config.cwd` or else the system temp dir,
+ * since neither is known yet. `release` unbinds a finished session so a process whose agent is
+ * declared reusable can take another.
  */
 import { stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { isAbsolute } from 'node:path';
 import { Readable, Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import * as acp from '@agentclientprotocol/sdk';
 import type { Logger } from 'pino';
 import { SubagentError, type ContentBlock } from '../../../protocol/index.js';
-import type { ProviderStartRequest, RunHost } from '../../provider.js';
+import type { ProviderStartRequest } from '../../provider.js';
 import { readInitializeAnswer, readNewSessionAnswer, readPromptAnswer } from './acp-responses.js';
 import type { AgentGroups } from './agent-groups.js';
 import { AgentProcess } from './agent-process.js';
 import { buildChildEnv, resolveCommand } from './child-env.js';
-import { buildClientApp } from './client-requests.js';
+import { buildClientApp, type SessionBinding } from './client-requests.js';
 import type { ResolvedAcpConfig } from './config.js';
 import { hasImage, toAcpContent } from './content-mapping.js';
 import { boundUtf8, describeFailure } from './diagnostic.js';
@@ -64,14 +72,14 @@ export class AcpSession {
   private deathDiagnostic: string | undefined;
   private disposal: Promise<void> | undefined;
   private idleWaiters: (() => void)[] = [];
+  private binding: SessionBinding | undefined;
+  /** `initialize` has been answered (and its protocol version accepted). */
+  private initialized = false;
 
   private constructor(
     private readonly config: ResolvedAcpConfig,
     private readonly child: AgentProcess,
-    fs: WorkspaceFs | undefined,
-    workspaceRoot: string,
-    private readonly host: RunHost,
-    private readonly log: Logger,
+    private log: Logger,
   ) {
     // Node pipes yield Buffers, which are Uint8Arrays; the casts only narrow the web typings.
     const stdout = (Readable.toWeb(child.stdout) as ReadableStream<Uint8Array>).pipeThrough(
@@ -79,10 +87,8 @@ export class AcpSession {
     );
     const app = buildClientApp({
       config,
-      fs,
-      host,
-      log,
-      workspaceRoot,
+      log: () => this.log,
+      binding: () => this.binding,
       sessionId: () => this.id,
       currentTurn: () => this.wireTurns[0],
     });
@@ -99,25 +105,113 @@ export class AcpSession {
   }
 
   /**
-   * Spawn the agent and bring it to readiness (session created). On any failure the process is
-   * killed and reaped before this rejects: START_FAILED, ABORTED, or INVALID_REQUEST (an image
-   * prompt for an agent without image support).
+   * The run's side of a session, checked before any process is touched: the parent's cwd must be
+   * absolute, and file access is rooted there. Throws INVALID_REQUEST or START_FAILED.
    */
-  static async open(config: ResolvedAcpConfig, request: ProviderStartRequest, log: Logger, groups?: AgentGroups): Promise<AcpSession> {
-    const { signal } = request;
-    if (signal.aborted) throw new SubagentError('ABORTED', 'start was cancelled before the agent was spawned');
+  static async bindingFor(config: ResolvedAcpConfig, request: ProviderStartRequest): Promise<SessionBinding> {
     const parentCwd = request.parent.cwd;
     if (!isAbsolute(parentCwd)) {
       throw new SubagentError('INVALID_REQUEST', 'parent.cwd must be an absolute path', { field: '/parent/cwd' });
     }
-    const cwd = config.cwd ?? parentCwd;
-    await assertDirectory(cwd, config.cwd === undefined ? "the parent's working directory" : 'the configured cwd');
+    await assertDirectory(parentCwd, "the parent's working directory");
     let fs: WorkspaceFs | undefined;
     if (config.fileAccess.read || config.fileAccess.write) {
       fs = await WorkspaceFs.open(parentCwd).catch((error: unknown) => {
         throw startFailed(`cannot root file access at ${parentCwd}: ${message(error)}`);
       });
     }
+    return { fs, host: request.host, workspaceRoot: parentCwd };
+  }
+
+  /**
+   * Cold: spawn the agent for this request and bring it to readiness (session created). On any
+   * failure the process is killed and reaped before this rejects: START_FAILED, ABORTED, or
+   * INVALID_REQUEST (an image prompt for an agent without image support).
+   */
+  static async open(
+    config: ResolvedAcpConfig,
+    request: ProviderStartRequest,
+    binding: SessionBinding,
+    log: Logger,
+    groups?: AgentGroups,
+  ): Promise<AcpSession> {
+    const { signal } = request;
+    if (signal.aborted) throw new SubagentError('ABORTED', 'start was cancelled before the agent was spawned');
+    const parentCwd = binding.workspaceRoot;
+    const cwd = config.cwd ?? parentCwd;
+    if (config.cwd !== undefined) await assertDirectory(cwd, 'the configured cwd');
+    const spawnedAt = performance.now();
+    const session = await AcpSession.spawn(config, cwd, request.env, signal, log, groups);
+    session.binding = binding;
+    try {
+      await session.handshake(async () => {
+        await session.initializeStep(hasImage(request.prompt));
+        await session.newSessionStep(parentCwd);
+      }, signal);
+    } catch (error) {
+      throw await session.abandon(error);
+    }
+    session.log.debug({ readyMs: Math.round(performance.now() - spawnedAt), sessionId: session.id }, 'acp agent ready');
+    return session;
+  }
+
+  /**
+   * Warm: spawn and `initialize` ahead of any request. Rejects (process reaped) with START_FAILED,
+   * or ABORTED when `signal` (the pool closing) fires first.
+   */
+  static async warm(config: ResolvedAcpConfig, signal: AbortSignal, log: Logger, groups?: AgentGroups): Promise<AcpSession> {
+    const session = await AcpSession.spawn(config, config.cwd ?? tmpdir(), undefined, signal, log, groups);
+    try {
+      await session.handshake(() => session.initializeStep(false), signal);
+    } catch (error) {
+      throw await session.abandon(error);
+    }
+    return session;
+  }
+
+  /**
+   * Give a warm (initialized, unbound) session to a run: bind the run's side and create its ACP
+   * session. On failure the process is killed and reaped, as in `open`.
+   */
+  async adopt(request: ProviderStartRequest, binding: SessionBinding, log: Logger): Promise<void> {
+    if (!this.initialized || this.binding || this.id !== undefined) throw new Error('only an initialized, unbound session can be adopted');
+    this.log = log.child({ pid: this.pid });
+    this.binding = binding;
+    const takenAt = performance.now();
+    try {
+      if (hasImage(request.prompt) && !this.images) {
+        throw new SubagentError('INVALID_REQUEST', 'the prompt has image content but the agent does not accept images', { field: '/prompt' });
+      }
+      if (this.unavailable) throw new Error(this.unavailable);
+      await this.handshake(() => this.newSessionStep(binding.workspaceRoot), request.signal);
+    } catch (error) {
+      throw await this.abandon(error);
+    }
+    this.log.debug({ readyMs: Math.round(performance.now() - takenAt), sessionId: this.id }, 'warm acp agent taken');
+  }
+
+  /**
+   * Unbind a finished session so the process can serve another: only when no prompt is still
+   * unanswered and the process is healthy. Returns whether it was released.
+   */
+  release(): boolean {
+    if (this.wireTurns.length > 0 || this.unavailable || !this.initialized) return false;
+    const active = this.active;
+    this.active = undefined;
+    this.id = undefined;
+    this.binding = undefined;
+    active?.dispose(); // ends its pump (see `pump`)
+    return true;
+  }
+
+  private static async spawn(
+    config: ResolvedAcpConfig,
+    cwd: string,
+    requestEnv: ProviderStartRequest['env'],
+    signal: AbortSignal,
+    log: Logger,
+    groups: AgentGroups | undefined,
+  ): Promise<AcpSession> {
     // Look the command up without the request's env: a client must not choose the binary.
     const searchPath = buildChildEnv(process.env, config.env, undefined)['PATH'];
     const command = await resolveCommand(config.command, searchPath, cwd);
@@ -125,29 +219,20 @@ export class AcpSession {
       throw startFailed(`agent command ${JSON.stringify(config.command)} was not found or is not executable (PATH=${searchPath ?? ''})`);
     }
     if (signal.aborted) throw new SubagentError('ABORTED', 'start was cancelled before the agent was spawned');
-
-    const spawnedAt = performance.now();
     let agentProcess: AgentProcess;
     try {
       agentProcess = await AgentProcess.spawn({
         command,
         args: config.args,
         cwd,
-        env: buildChildEnv(process.env, config.env, request.env),
+        env: buildChildEnv(process.env, config.env, requestEnv),
         log,
         ...(groups && { groups }),
       });
     } catch (error) {
       throw startFailed(`could not spawn agent ${JSON.stringify(command)}: ${message(error)}`);
     }
-    const session = new AcpSession(config, agentProcess, fs, parentCwd, request.host, log.child({ pid: agentProcess.pid }));
-    try {
-      await session.handshake(parentCwd, signal, hasImage(request.prompt));
-    } catch (error) {
-      throw await session.abandon(error);
-    }
-    session.log.debug({ readyMs: Math.round(performance.now() - spawnedAt), sessionId: session.id }, 'acp agent ready');
-    return session;
+    return new AcpSession(config, agentProcess, log.child({ pid: agentProcess.pid }));
   }
 
   get sessionId(): string {
@@ -161,6 +246,11 @@ export class AcpSession {
 
   get acceptsImages(): boolean {
     return this.images;
+  }
+
+  /** Resolves when the agent process has exited (for whatever reason). */
+  get exited(): Promise<unknown> {
+    return this.child.exited;
   }
 
   /** Why the session can take no more prompts, or undefined while it can. */
@@ -177,10 +267,11 @@ export class AcpSession {
    */
   startTurn(content: readonly ContentBlock[], signal: AbortSignal, structured: StructuredOutput | undefined): Turn {
     let sent = false;
+    const host = this.requireBinding().host;
     const turn = new Turn({
-      emit: (event) => this.host.emit(event),
+      emit: (event) => host.emit(event),
       structured,
-      ...(this.host.maxOutputBytes !== undefined && { maxOutputBytes: this.host.maxOutputBytes }),
+      ...(host.maxOutputBytes !== undefined && { maxOutputBytes: host.maxOutputBytes }),
       onCancel: () => {
         if (sent) this.sendCancel();
       },
@@ -228,33 +319,41 @@ export class AcpSession {
     return this.disposal;
   }
 
-  private async handshake(cwd: string, signal: AbortSignal, needsImages: boolean): Promise<void> {
-    const agent = this.connection.agent;
+  private async initializeStep(needsImages: boolean): Promise<void> {
+    this.step = 'initialize';
+    const init = await this.connection.agent.request(acp.methods.agent.initialize, {
+      protocolVersion: acp.PROTOCOL_VERSION,
+      clientCapabilities: {
+        fs: { readTextFile: this.config.fileAccess.read, writeTextFile: this.config.fileAccess.write },
+        terminal: false,
+      },
+      clientInfo: { name: 'subagentd', version: '0.1.0' },
+    });
+    const answer = readInitializeAnswer(init);
+    if (answer.protocolVersion !== acp.PROTOCOL_VERSION) {
+      throw new Error(`agent answered with ACP protocol version ${answer.protocolVersion}; this client speaks ${acp.PROTOCOL_VERSION}`);
+    }
+    this.images = answer.images;
+    this.initialized = true;
+    if (needsImages && !this.images) {
+      throw new SubagentError('INVALID_REQUEST', 'the prompt has image content but the agent does not accept images', {
+        field: '/prompt',
+      });
+    }
+  }
+
+  private async newSessionStep(cwd: string): Promise<void> {
+    this.step = 'session/new';
+    const active = await this.connection.agent.buildSession({ cwd, mcpServers: [] }).start();
+    this.active = active;
+    this.id = readNewSessionAnswer(active.newSessionResponse);
+    void this.pump(active);
+  }
+
+  /** Run handshake steps under `initializeTimeoutMs`; `signal` aborting wins as ABORTED. */
+  private async handshake(steps: () => Promise<void>, signal: AbortSignal): Promise<void> {
     let onAbort: (() => void) | undefined;
     const timer = new AbortController();
-    const steps = async (): Promise<void> => {
-      const init = await agent.request(acp.methods.agent.initialize, {
-        protocolVersion: acp.PROTOCOL_VERSION,
-        clientCapabilities: {
-          fs: { readTextFile: this.config.fileAccess.read, writeTextFile: this.config.fileAccess.write },
-          terminal: false,
-        },
-        clientInfo: { name: 'subagentd', version: '0.1.0' },
-      });
-      const answer = readInitializeAnswer(init);
-      if (answer.protocolVersion !== acp.PROTOCOL_VERSION) {
-        throw new Error(`agent answered with ACP protocol version ${answer.protocolVersion}; this client speaks ${acp.PROTOCOL_VERSION}`);
-      }
-      this.images = answer.images;
-      if (needsImages && !this.images) {
-        throw new SubagentError('INVALID_REQUEST', 'the prompt has image content but the agent does not accept images', {
-          field: '/prompt',
-        });
-      }
-      this.step = 'session/new';
-      this.active = await agent.buildSession({ cwd, mcpServers: [] }).start();
-      this.id = readNewSessionAnswer(this.active.newSessionResponse);
-    };
     try {
       await Promise.race([
         steps(),
@@ -272,7 +371,6 @@ export class AcpSession {
       if (onAbort) signal.removeEventListener('abort', onAbort);
     }
     if (signal.aborted) throw new HandshakeAborted();
-    void this.pump(this.requireActive());
   }
 
   /** Kill and reap a session that never became ready, and say why as a SubagentError. */
@@ -299,6 +397,7 @@ export class AcpSession {
         next = await active.nextUpdate();
       } catch (error) {
         if (this.closed || this.connection.signal.aborted || this.disposal) return; // onClosed fails the turns
+        if (this.active !== active) return; // released: this session is over
         this.wireTurns.shift()?.fail(`agent answered session/prompt with an error: ${message(error)}`);
         this.notifyIfIdle();
         continue;
@@ -321,6 +420,11 @@ export class AcpSession {
   private notifyIfIdle(): void {
     if (this.wireTurns.length > 0) return;
     for (const resolve of this.idleWaiters.splice(0)) resolve();
+  }
+
+  private requireBinding(): SessionBinding {
+    if (!this.binding) throw new Error('no run is bound to this session');
+    return this.binding;
   }
 
   private requireActive(): acp.ActiveSession {

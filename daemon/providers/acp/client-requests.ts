@@ -1,8 +1,11 @@
 /**
- * The requests an agent makes of its client, answered for one session: permission by policy
- * (or by asking the owning client), and files rooted at the parent's cwd. Methods not
- * registered here — terminal/*, elicitation, anything unknown, fs/* not offered — get the SDK's
- * method-not-found answer, matching the capabilities sent at initialize.
+ * The requests an agent makes of its client, answered for the session it is bound to: permission
+ * by policy (or by asking the owning client), and files rooted at the parent's cwd. A warm agent
+ * process is connected before any run exists, so the run's side (its host, workspace and file
+ * access) is read from the current binding at each request; with none bound, or for another
+ * session id, the answer is session-not-found. Methods not registered here — terminal/*,
+ * elicitation, anything unknown, fs/* not offered — get the SDK's method-not-found answer,
+ * matching the capabilities sent at initialize.
  */
 import * as acp from '@agentclientprotocol/sdk';
 import type { Logger } from 'pino';
@@ -13,29 +16,39 @@ import type { Turn } from './turn.js';
 import { WorkspaceError } from '../../workspace/workspace-error.js';
 import type { WorkspaceFs } from './workspace-fs.js';
 
-export interface ClientRequestContext {
-  readonly config: ResolvedAcpConfig;
+/** The run side of a session: set when a run takes the agent process. */
+export interface SessionBinding {
+  /** Present when the config offers file access (read or write). */
   readonly fs: WorkspaceFs | undefined;
   readonly host: RunHost;
-  readonly log: Logger;
   /** The parent's cwd: what `allow-in-workspace` confines approvals to. */
   readonly workspaceRoot: string;
+}
+
+export interface ClientRequestContext {
+  readonly config: ResolvedAcpConfig;
+  log(): Logger;
+  binding(): SessionBinding | undefined;
   /** The ACP session id, once `session/new` has answered. */
   sessionId(): string | undefined;
   /** The turn the agent is working on (its prompt not yet answered), if any. */
   currentTurn(): Turn | undefined;
 }
 
+/** What one request is answered with: the context and the binding it was checked against. */
+interface Bound extends SessionBinding {
+  readonly ctx: ClientRequestContext;
+}
+
 export function buildClientApp(ctx: ClientRequestContext): acp.ClientApp {
   const app = acp.client({ name: 'subagentd' });
   app.onRequest(acp.methods.client.session.requestPermission, async ({ params, signal }) => {
-    assertSession(ctx, params.sessionId);
-    return { outcome: await answerPermission(ctx, params, signal) };
+    const bound = assertSession(ctx, params.sessionId);
+    return { outcome: await answerPermission(bound, params, signal) };
   });
-  const { fs } = ctx;
-  if (fs && ctx.config.fileAccess.read) {
+  if (ctx.config.fileAccess.read) {
     app.onRequest(acp.methods.client.fs.readTextFile, async ({ params }) => {
-      assertSession(ctx, params.sessionId);
+      const fs = requireFs(assertSession(ctx, params.sessionId));
       try {
         return { content: await fs.readText(params.path, params.line, params.limit) };
       } catch (error) {
@@ -43,9 +56,9 @@ export function buildClientApp(ctx: ClientRequestContext): acp.ClientApp {
       }
     });
   }
-  if (fs && ctx.config.fileAccess.write) {
+  if (ctx.config.fileAccess.write) {
     app.onRequest(acp.methods.client.fs.writeTextFile, async ({ params }) => {
-      assertSession(ctx, params.sessionId);
+      const fs = requireFs(assertSession(ctx, params.sessionId));
       try {
         await fs.writeText(params.path, params.content);
         return {};
@@ -61,16 +74,25 @@ export function buildClientApp(ctx: ClientRequestContext): acp.ClientApp {
   return app;
 }
 
-function assertSession(ctx: ClientRequestContext, sessionId: string): void {
+function assertSession(ctx: ClientRequestContext, sessionId: string): Bound {
   const ours = ctx.sessionId();
-  if (ours === undefined || sessionId !== ours) throw acp.RequestError.sessionNotFound(sessionId);
+  const binding = ctx.binding();
+  if (ours === undefined || sessionId !== ours || binding === undefined) throw acp.RequestError.sessionNotFound(sessionId);
+  return { ...binding, ctx };
+}
+
+function requireFs(bound: Bound): WorkspaceFs {
+  // The config offers file access, so a bound session always has its workspace opened.
+  if (!bound.fs) throw new acp.RequestError(-32603, 'file access is not open for this session');
+  return bound.fs;
 }
 
 async function answerPermission(
-  ctx: ClientRequestContext,
+  bound: Bound,
   params: acp.RequestPermissionRequest,
   requestSignal: AbortSignal,
 ): Promise<acp.RequestPermissionOutcome> {
+  const { ctx } = bound;
   const turn = ctx.currentTurn();
   // A request outside a live turn (e.g. after a cancel) can only be answered `cancelled`.
   if (!turn || turn.settled) return cancelledOutcome();
@@ -79,7 +101,7 @@ async function answerPermission(
     case 'allow':
       return allowOutcome(params.options);
     case 'allow-in-workspace': {
-      const outside = outsideWorkspace(params.toolCall, ctx.workspaceRoot);
+      const outside = outsideWorkspace(params.toolCall, bound.workspaceRoot);
       if (outside === undefined) return allowOutcome(params.options);
       turn.noteDenial(`${what} refused by permission 'allow-in-workspace': ${outside}`);
       return denyOutcome(params.options);
@@ -88,7 +110,7 @@ async function answerPermission(
       turn.noteDenial(`${what} refused by permission 'deny'`);
       return denyOutcome(params.options);
     case 'ask': {
-      const outcome = await askHost(ctx, params, AbortSignal.any([requestSignal, turn.cancelSignal]));
+      const outcome = await askHost(bound, params, AbortSignal.any([requestSignal, turn.cancelSignal]));
       if (!isAllowed(outcome, params.options) && !turn.settled) turn.noteDenial(`${what} not approved by the client`);
       return outcome;
     }
@@ -113,7 +135,7 @@ function isAllowed(outcome: acp.RequestPermissionOutcome, options: readonly acp.
 
 /** Relay the question to the owning client; a cancel of the turn (or of the request) wins. */
 async function askHost(
-  ctx: ClientRequestContext,
+  bound: Bound,
   params: acp.RequestPermissionRequest,
   signal: AbortSignal,
 ): Promise<acp.RequestPermissionOutcome> {
@@ -123,16 +145,16 @@ async function askHost(
   const options = params.options.map(({ optionId, name, kind }) => ({ optionId, name, kind }));
   const aborted = new Promise<'aborted'>((resolve) => signal.addEventListener('abort', () => resolve('aborted'), { once: true }));
   try {
-    const answer = await Promise.race([ctx.host.askPermission({ title, options }, signal), aborted]);
+    const answer = await Promise.race([bound.host.askPermission({ title, options }, signal), aborted]);
     if (answer === 'aborted' || signal.aborted || answer.outcome === 'cancelled') return cancelledOutcome();
     if (params.options.some((option) => option.optionId === answer.optionId)) {
       return { outcome: 'selected', optionId: answer.optionId };
     }
-    ctx.log.warn({ optionId: answer.optionId }, 'permission answer names an option the agent did not offer; denying');
+    bound.ctx.log().warn({ optionId: answer.optionId }, 'permission answer names an option the agent did not offer; denying');
     return denyOutcome(params.options);
   } catch (error) {
     if (signal.aborted) return cancelledOutcome();
-    ctx.log.warn({ err: error }, 'permission prompt failed; denying');
+    bound.ctx.log().warn({ err: error }, 'permission prompt failed; denying');
     return denyOutcome(params.options);
   }
 }

@@ -35,6 +35,25 @@ export interface AcpProviderConfig {
   readonly initializeTimeoutMs?: number;
   /** Dispose ladder: wait after closing stdin, then after SIGTERM, before SIGKILL. */
   readonly disposeGraceMs?: { readonly stdin: number; readonly term: number };
+  /**
+   * Agent processes kept spawned and `initialize`d ahead of starts (see warm-pool.ts). Default 0.
+   * A start then costs `session/new` plus the prompt.
+   */
+  readonly warm?: number;
+  /** A warm process unused this long is stopped and not replaced until the next start. Default 10 min. */
+  readonly warmIdleMs?: number;
+  /**
+   * The operator's declaration that the agent keeps nothing of one ACP session that a later session
+   * in the same process could see: only then does a process whose run chain has ended go back to
+   * the warm pool, for any owner. Default false: a used process is always disposed.
+   */
+  readonly reuseProcesses?: boolean;
+  /**
+   * Cap on this provider's agent processes: those serving runs plus the warm ones (ready or still
+   * initializing). A start at the cap is refused with OVERLOADED; the pool never refills past it.
+   * Default: no cap beyond the daemon's `maxConcurrentRuns` (+ `warm`).
+   */
+  readonly maxProcesses?: number;
 }
 
 export interface ResolvedAcpConfig {
@@ -47,6 +66,10 @@ export interface ResolvedAcpConfig {
   readonly fileAccess: { readonly read: boolean; readonly write: boolean };
   readonly initializeTimeoutMs: number;
   readonly disposeGraceMs: { readonly stdin: number; readonly term: number };
+  readonly warm: number;
+  readonly warmIdleMs: number;
+  readonly reuseProcesses: boolean;
+  readonly maxProcesses: number | undefined;
 }
 
 export const ACP_DEFAULTS = {
@@ -54,7 +77,12 @@ export const ACP_DEFAULTS = {
   fileAccess: { read: true, write: false },
   initializeTimeoutMs: 30_000,
   disposeGraceMs: { stdin: 6_000, term: 3_000 },
+  warm: 0,
+  warmIdleMs: 600_000,
 } as const;
+
+/** More warm processes than this per provider is a config mistake, not a pool. */
+export const MAX_WARM = 32;
 
 function fail(name: string, message: string): never {
   throw new TypeError(`acp provider "${name}": ${message}`);
@@ -92,6 +120,12 @@ export function resolveAcpConfig(config: AcpProviderConfig): ResolvedAcpConfig {
     fail(name, 'fileAccess must be { read: boolean, write: boolean }');
   }
   const grace = config.disposeGraceMs ?? ACP_DEFAULTS.disposeGraceMs;
+  const warm = config.warm ?? ACP_DEFAULTS.warm;
+  if (!Number.isInteger(warm) || warm < 0 || warm > MAX_WARM) fail(name, `warm must be an integer between 0 and ${MAX_WARM}`);
+  const maxProcesses = config.maxProcesses;
+  if (maxProcesses !== undefined && (!Number.isInteger(maxProcesses) || maxProcesses < 1)) fail(name, 'maxProcesses must be a positive integer');
+  if (maxProcesses !== undefined && warm > maxProcesses) fail(name, `warm (${warm}) cannot exceed maxProcesses (${maxProcesses})`);
+  if (config.reuseProcesses !== undefined && typeof config.reuseProcesses !== 'boolean') fail(name, 'reuseProcesses must be a boolean');
   return {
     name,
     command: config.command,
@@ -109,5 +143,9 @@ export function resolveAcpConfig(config: AcpProviderConfig): ResolvedAcpConfig {
       stdin: checkDuration(name, 'disposeGraceMs.stdin', grace.stdin),
       term: checkDuration(name, 'disposeGraceMs.term', grace.term),
     },
+    warm,
+    warmIdleMs: checkDuration(name, 'warmIdleMs', config.warmIdleMs ?? ACP_DEFAULTS.warmIdleMs),
+    reuseProcesses: config.reuseProcesses ?? false,
+    maxProcesses,
   };
 }
