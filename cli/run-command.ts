@@ -5,7 +5,8 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
-import { SubagentError, type ObjectJsonSchema, type RunEvent, type SubagentResult } from '../protocol/index.js';
+import { SubagentError, type ObjectJsonSchema, type RunEvent, type StartProgress, type SubagentResult } from '../protocol/index.js';
+import { describeRetry, describeStartProgress } from '../common/progress-text.js';
 import type { CommonSettings } from './options.js';
 import { packageRoot } from '../client/package-paths.js';
 import type { RemoteSubagentService } from '../client/index.js';
@@ -46,7 +47,7 @@ function readSchema(file: string): ObjectJsonSchema {
   }
 }
 
-/** Progress for a person watching: what the child says and which tools it uses. */
+/** Progress for a person watching: what the child says, which tools it uses, and model retries. */
 function progressPrinter(): (event: RunEvent) => void {
   let midLine = false;
   const write = (text: string): void => void process.stderr.write(text);
@@ -64,7 +65,7 @@ function progressPrinter(): (event: RunEvent) => void {
       if (e.type === 'assistant/message') for (const call of e.toolCalls ?? []) line(`  → ${call.name} ${call.arguments}`);
       else if (e.type === 'tool/result') line(`  ← ${e.name}${e.isError ? ' failed' : ''}`);
       else if (e.type === 'turn/end') line(`  · turn ended: ${e.reason}`);
-    }
+    } else if (event.kind === 'retry') line(`  ! ${describeRetry(event)}`);
   };
 }
 
@@ -93,7 +94,8 @@ async function warnOnEnvDrift(client: RemoteSubagentService, model: string | und
 
 /**
  * Progress on a terminal: one status line (what the child is doing, its tool calls and tokens)
- * instead of the streamed text, so the answer appears once, on stdout, at the end.
+ * instead of the streamed text, so the answer appears once, on stdout, at the end. A model retry
+ * shows until the model answers again.
  */
 function liveStatus(line: StatusLine): (event: RunEvent) => void {
   let tools = 0;
@@ -105,6 +107,7 @@ function liveStatus(line: StatusLine): (event: RunEvent) => void {
   return (event) => {
     if (event.kind === 'text-delta') phase = 'writing the answer';
     else if (event.kind === 'reasoning-delta') phase = 'reasoning';
+    else if (event.kind === 'retry') phase = describeRetry(event);
     else {
       const e = event.event;
       if (e.type === 'assistant/message') {
@@ -119,6 +122,11 @@ function liveStatus(line: StatusLine): (event: RunEvent) => void {
     }
     show();
   };
+}
+
+/** Before the answer to the start: queued (with the place in line), starting, the ACP agent's stages. */
+function startStatus(line: StatusLine, provider: string): (progress: StartProgress) => void {
+  return (progress) => line.set(describeStartProgress(progress, provider));
 }
 
 export async function runCommand(settings: CommonSettings, options: RunCommandOptions): Promise<number> {
@@ -155,6 +163,7 @@ async function delegate(settings: CommonSettings, options: RunCommandOptions, li
       ...(model !== undefined && { agentOptions: { model } }),
       ...(options.schemaFile !== undefined && { outputSchema: readSchema(options.schemaFile) }),
       ...(!settings.json && !options.quiet && { onEvent: line ? liveStatus(line) : progressPrinter() }),
+      ...(line && { onStartProgress: startStatus(line, options.provider) }),
     });
     line?.set('running');
     let result: SubagentResult;

@@ -22,6 +22,7 @@ import {
   RunEventNotification,
   SendMessageRequest,
   StartNotification,
+  StartProgressNotification,
   StartRequest,
   SubagentError,
   WaitRequest,
@@ -32,6 +33,7 @@ import {
   type InitializeParams,
   type InitializeResult,
   type ProviderDescriptor,
+  type ProgressToken,
   type RunEvent,
   type StartParams,
   type ValidationFailure,
@@ -117,6 +119,9 @@ export class RemoteSubagentService {
   /** Set once reconnecting gave up: what every later call rejects with. */
   private finalError: SubagentError | undefined;
   private readonly pause = new Pause();
+  /** `onStartProgress` of each unanswered start that has one, by its `progressToken`. */
+  private readonly startProgress = new Map<ProgressToken, NonNullable<ClientStartRequest['onStartProgress']>>();
+  private progressTokens = 0;
   /** A re-dialled connection still in its handshake; `close()` closes it too. */
   private dialling: RpcChannel | undefined;
   /**
@@ -307,14 +312,22 @@ export class RemoteSubagentService {
     }
     if (request.signal.aborted) throw new SubagentError('ABORTED', `the start of '${name}' was aborted before it was sent`);
     const tools = toolMap(request.tools);
-    const params = startParams(name, descriptor, request, tools);
-    return this.openRun(descriptor.runtime, request.signal, tools, request.onEvent, (token) =>
-      this.channel.request(StartRequest, params, {
-        token,
-        validateAs: 'subagent/start#result',
-        ...timeout(this.options.startTimeoutMs),
-      }),
-    );
+    const params: Mutable<StartParams> = startParams(name, descriptor, request, tools);
+    if (request.onStartProgress) {
+      params.progressToken = `start-${++this.progressTokens}`;
+      this.startProgress.set(params.progressToken, request.onStartProgress);
+    }
+    try {
+      return await this.openRun(descriptor.runtime, request.signal, tools, request.onEvent, (token) =>
+        this.channel.request(StartRequest, params, {
+          token,
+          validateAs: 'subagent/start#result',
+          ...timeout(this.options.startTimeoutMs),
+        }),
+      );
+    } finally {
+      if (params.progressToken !== undefined) this.startProgress.delete(params.progressToken);
+    }
   }
 
   /**
@@ -644,6 +657,7 @@ export class RemoteSubagentService {
       this.directory.removed(name),
     );
     channel.onNotification(StartNotification, 'subagent/start', (params) => this.events.emit('subagent/start', params));
+    channel.onNotification(StartProgressNotification, '$/progress', ({ token, value }) => this.startProgress.get(token)?.(value));
     channel.onNotification(
       EndNotification,
       'subagent/end',

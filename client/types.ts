@@ -16,6 +16,7 @@ import type {
   SubagentResult,
   SubagentRun,
   SubagentStartEvent,
+  StartProgress,
   SubagentStartRequestBase,
   ToolCallResult,
 } from '../protocol/index.js';
@@ -56,6 +57,11 @@ export interface ClientStartRequest extends SubagentStartRequestBase {
   readonly env?: Readonly<Record<string, string>>;
   /** Streamed progress; when given the daemon is asked to `stream`. Exceptions are contained. */
   readonly onEvent?: (event: RunEvent) => void;
+  /**
+   * Where the start stands until `start` fulfils: queue position, starting, an ACP agent spawning
+   * and initializing, ready. Daemon providers only (a local start does not wait). Exceptions are contained.
+   */
+  readonly onStartProgress?: (progress: StartProgress) => void;
 }
 
 /**

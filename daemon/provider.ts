@@ -18,6 +18,7 @@ import type {
   PermissionResult,
   ProviderDescriptor,
   RunEvent,
+  StartProgress,
   SubagentProvider,
   SubagentStartRequestBase,
   ToolCallResult,
@@ -51,6 +52,8 @@ export interface ProviderStartRequest extends SubagentStartRequestBase {
   readonly host: RunHost;
   /** A continuable child's `report` tool delivers here (by the child's own id); absent otherwise. */
   readonly report?: (childId: string, output: string, mode: 'quiet' | 'next-step') => void;
+  /** The start's progress for its client (the ACP provider tells spawning, initializing); absent when nobody asked. */
+  readonly progress?: (value: StartProgress) => void;
 }
 
 /**

@@ -24,7 +24,7 @@ import type {
 } from './seam.js';
 
 /** Semver of the wire. A different major is refused at `initialize`. */
-export const PROTOCOL_VERSION = '1.0.0';
+export const PROTOCOL_VERSION = '1.1.0';
 
 /** Default cap on one inbound frame's body; the header block has its own 8 KiB cap. */
 export const DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024;
@@ -136,6 +136,8 @@ export interface StartParams {
   readonly env?: Record<string, string>;
   /** Ask for streamed `run/event` notifications. */
   readonly stream?: boolean;
+  /** Ask for `$/progress` notifications with this token until the start is answered (since 1.1). */
+  readonly progressToken?: ProgressToken;
 }
 export interface StartResult extends SubagentStartEvent {
   /**
@@ -410,16 +412,54 @@ export interface EndParams extends SubagentEndEvent {
 }
 export const EndNotification = new NotificationType<EndParams>('subagent/end');
 
+/**
+ * The model call failed in a way worth retrying (HTTP 429/5xx, connection refused) and will be
+ * tried again after `delayMs`: the server's `Retry-After` when it gave one, else backoff.
+ */
+export interface RetryEvent {
+  readonly kind: 'retry';
+  /** The attempt about to be made after the delay; the first request is attempt 1. */
+  readonly attempt: number;
+  readonly delayMs: number;
+  /** What failed, e.g. `HTTP 429: Rate limit reached` or `cannot reach …`. */
+  readonly reason: string;
+  /** The HTTP status, when the server answered. */
+  readonly status?: number;
+}
+
 /** Streamed progress of a run, sent only when the start asked for `stream`. */
 export type RunEvent =
   | { readonly kind: 'text-delta'; readonly text: string }
   | { readonly kind: 'reasoning-delta'; readonly text: string }
-  | { readonly kind: 'session'; readonly event: SessionEvent };
+  | { readonly kind: 'session'; readonly event: SessionEvent }
+  | RetryEvent;
 export interface RunEventParams {
   readonly runId: string;
   readonly event: RunEvent;
 }
 export const RunEventNotification = new NotificationType<RunEventParams>('run/event');
+
+/** LSP's progress token: chosen by the client, unique among its unanswered starts. */
+export type ProgressToken = string | number;
+
+/**
+ * Where a start stands before its answer, sent only for a start that gave a `progressToken`:
+ * - `queued`: waiting for a run slot; `position` 1 is next (re-sent as the queue moves);
+ * - `starting`: admitted, the provider is starting the child;
+ * - `agent`: an ACP provider is spawning its agent process, then initializing it;
+ * - `ready`: published as `runId`; the answer follows.
+ */
+export type StartProgress =
+  | { readonly kind: 'queued'; readonly position: number }
+  | { readonly kind: 'starting' }
+  | { readonly kind: 'agent'; readonly stage: 'spawning' | 'initializing' }
+  | { readonly kind: 'ready'; readonly runId: string };
+export interface StartProgressParams {
+  readonly token: ProgressToken;
+  readonly value: StartProgress;
+}
+/** LSP's `$/progress`, carrying a start's progress (the only progress the daemon reports this way). */
+export const StartProgressNotification = new NotificationType<StartProgressParams>('$/progress');
 
 /** A continuable child's turn settled with nothing left in its inbox; sent to its owner's connections. */
 export interface ChildSettledParams extends ChildSettledNotice {

@@ -172,6 +172,8 @@ const runInfo = obj(
   },
   ['runId', 'id', 'provider', 'state', 'startedAt', 'mine'],
 );
+/** LSP's `integer | string`; the string bounded like an id. */
+const progressToken: Schema = { oneOf: [{ type: 'integer' }, nonEmpty(256)] };
 const interruptLevel: Schema = { enum: ['after-step', 'now'] };
 const childId = nonEmpty(256);
 /** A secret the client chose; only its hash is kept. */
@@ -245,6 +247,7 @@ export const requestSchemas = {
       ),
       env: { type: 'object', additionalProperties: str(64 * 1024), maxProperties: 256 },
       stream: { type: 'boolean' },
+      progressToken,
     },
     ['provider', 'prompt', 'parent'],
   ),
@@ -338,10 +341,28 @@ export const clientInboundSchemas = {
         oneOf: [
           obj({ kind: { enum: ['text-delta', 'reasoning-delta'] }, text: str(MAX_TEXT_BYTES) }, ['kind', 'text']),
           obj({ kind: { const: 'session' }, event: sessionEvent }, ['kind', 'event']),
+          obj(
+            { kind: { const: 'retry' }, attempt: { type: 'integer', minimum: 2 }, delayMs: count, reason: str(8192), status: { type: 'integer', minimum: 100, maximum: 599 } },
+            ['kind', 'attempt', 'delayMs', 'reason'],
+          ),
         ],
       },
     },
     ['runId', 'event'],
+  ),
+  '$/progress': obj(
+    {
+      token: progressToken,
+      value: {
+        oneOf: [
+          obj({ kind: { const: 'queued' }, position: { type: 'integer', minimum: 1 } }, ['kind', 'position']),
+          obj({ kind: { const: 'starting' } }, ['kind']),
+          obj({ kind: { const: 'agent' }, stage: { enum: ['spawning', 'initializing'] } }, ['kind', 'stage']),
+          obj({ kind: { const: 'ready' }, runId }, ['kind', 'runId']),
+        ],
+      },
+    },
+    ['token', 'value'],
   ),
   'child/start#result': obj({ childId, messageId: nonEmpty(128) }, ['childId', 'messageId']),
   'child/send#result': obj({ childId, messageId: nonEmpty(128) }, ['childId', 'messageId']),

@@ -43,6 +43,52 @@ describe('AdmissionQueue', () => {
     expect(order).toEqual(['hog0', 'b0', 'c0', 'hog1', 'b1', 'hog2', 'hog3']);
   });
 
+  it("tells each waiter its place in the grant order, and again as the line moves", async () => {
+    const q = new AdmissionQueue({ maxConcurrentRuns: 1, maxRunsPerConnection: 10, maxQueued: 100 });
+    let lease = await q.acquire('hog', never);
+    const order: string[] = [];
+    const told = new Map<string, number[]>();
+    const waits: Array<Promise<void>> = [];
+    const enqueue = (owner: string, tag: string): void => {
+      told.set(tag, []);
+      const onPosition = (position: number): void => void told.get(tag)!.push(position);
+      waits.push(q.acquire(owner, never, onPosition).then((r: Lease) => {
+        order.push(tag);
+        lease = r;
+      }));
+    };
+    for (let i = 0; i < 3; i++) enqueue('hog', `hog${i}`);
+    enqueue('b', 'b0');
+    enqueue('b', 'b1');
+    await Promise.resolve();
+    // Told once per batch of changes: the five entries above are one batch.
+    expect(told.get('b1')).toEqual([4]);
+    for (let i = 0; i < 5; i++) {
+      lease.release();
+      await new Promise((r) => setImmediate(r));
+    }
+    await Promise.all(waits);
+    expect(order).toEqual(['hog0', 'b0', 'hog1', 'b1', 'hog2']);
+    // The first place told is the place granted; each later one is one closer, down to 1.
+    for (const [index, tag] of order.entries()) {
+      expect(told.get(tag), tag).toEqual(Array.from({ length: index + 1 }, (_, k) => index + 1 - k));
+    }
+  });
+
+  it('moves the line up when a waiter gives up', async () => {
+    const q = new AdmissionQueue({ maxConcurrentRuns: 1, maxRunsPerConnection: 10, maxQueued: 100 });
+    await q.acquire('a', never);
+    const quitter = new AbortController();
+    const gaveUp = q.acquire('b', quitter.signal).catch((error: unknown) => error);
+    const told: number[] = [];
+    void q.acquire('c', never, (position) => void told.push(position));
+    await Promise.resolve();
+    quitter.abort();
+    expect(await gaveUp).toBeInstanceOf(SubagentError);
+    await Promise.resolve();
+    expect(told).toEqual([2, 1]);
+  });
+
   it('holds a connection to its own cap while others proceed', async () => {
     const q = new AdmissionQueue({ maxConcurrentRuns: 10, maxRunsPerConnection: 1, maxQueued: 10 });
     await q.acquire('a', never);

@@ -78,6 +78,9 @@ export async function runTurn(ctx: TurnContext, prompt: ContentBlock[]): Promise
             if (delta.kind === 'text' && partialText.length <= (ctx.maxOutputBytes ?? Number.POSITIVE_INFINITY)) partialText += delta.text;
             ctx.emit({ kind: delta.kind === 'text' ? 'text-delta' : 'reasoning-delta', text: delta.text });
           },
+          onRetry: (retry) => {
+            if (!ctx.signal.aborted) ctx.emit({ kind: 'retry', ...retry });
+          },
         }),
         ctx.signal,
       );

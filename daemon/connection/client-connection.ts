@@ -44,6 +44,7 @@ import {
   SendMessageRequest,
   ShutdownRequest,
   StartNotification,
+  StartProgressNotification,
   StartRequest,
   StatusRequest,
   SUBAGENT_ERROR_CODES,
@@ -60,6 +61,7 @@ import {
   type InitializeResult,
   type PermissionParams,
   type PermissionResult,
+  type ProgressToken,
   type RunEventParams,
   type StatusResult,
   type SubagentStartEvent,
@@ -67,7 +69,7 @@ import {
   type ToolCallResult,
 } from '../../protocol/index.js';
 import { describeProvider } from '../provider.js';
-import type { RunOwner, SubagentService } from '../service/subagent-service.js';
+import type { RunOwner, StartExtras, SubagentService } from '../service/subagent-service.js';
 import type { ChildSubscriber, ContinuableChildren } from '../service/children.js';
 import { CountingWriter } from './counting-writer.js';
 import { ProgressBacklog } from './progress-backlog.js';
@@ -296,6 +298,11 @@ export class ClientConnection implements RunOwner, ChildSubscriber {
     this.notify(RunEventNotification, event);
   }
 
+  /** A start that gave a token is told where it stands with `$/progress` (lifecycle-like: never held back). */
+  private startProgress(token: ProgressToken | undefined): StartExtras {
+    return token === undefined ? {} : { progress: (value) => this.notify(StartProgressNotification, { token, value }) };
+  }
+
   private notify<P>(type: NotificationType<P>, params: P): void {
     if (this.closed) return;
     if (this.writer.unsent >= this.ctx.maxUnsentBeforeCutoff) {
@@ -353,7 +360,7 @@ export class ClientConnection implements RunOwner, ChildSubscriber {
     this.rpc.onNotification(LspExitNotification, () => void this.close('the client sent exit'));
     this.rpc.onNotification(LspInitializedNotification, () => undefined);
     this.handle(ProvidersListRequest, () => ({ providers: service.registry.all().map(describeProvider) }));
-    this.handle(StartRequest, (params, signal) => service.start(params, this, signal));
+    this.handle(StartRequest, (params, signal) => service.start(params, this, signal, this.startProgress(params.progressToken)));
     this.handle(CancelRequest, async ({ runId, level }) => (await service.cancel(runId, this, level), {}));
     this.handle(DisposeRequest, async ({ runId }) => (await service.dispose(runId, this), {}));
     this.handle(SendMessageRequest, async ({ runId, content }) => (await service.sendMessage(runId, this, content), {}));

@@ -26,6 +26,7 @@ import {
   type SessionEvent,
   type SessionHeader,
   type StartParams,
+  type StartProgress,
   type StartResult,
   type SubagentResult,
   type SubagentStartEvent,
@@ -69,6 +70,8 @@ export type LifecycleListener = (
 export interface StartExtras {
   readonly parentRunId?: string;
   readonly report?: ProviderStartRequest['report'];
+  /** Where the start stands until it is answered: queue position, provider start, ready. */
+  readonly progress?: (value: StartProgress) => void;
 }
 
 export interface SubagentServiceOptions {
@@ -221,7 +224,7 @@ export class SubagentService {
    * cancels this one. `extras.report`: the sink of a continuable child's `report` tool (children.ts).
    */
   async start(params: StartParams, owner: RunOwner, cancel: AbortSignal, extras: StartExtras = {}): Promise<StartResult> {
-    const { parentRunId } = extras;
+    const { parentRunId, progress } = extras;
     if (this.shuttingDown) throw new SubagentError('SHUTTING_DOWN', 'the daemon is shutting down and accepts no new runs');
     const provider = this.registry.get(params.provider);
     if (!provider) {
@@ -242,8 +245,9 @@ export class SubagentService {
     let lease: Lease | undefined;
     try {
       this.ledger.assertRecordable(); // a run the ledger cannot hold would be lost at a restart
-      lease = await this.ledger.admit(owner.id, provider.name, abort.signal);
-      run = await provider.start({ ...toProviderRequest(params, depth, abort.signal, host), ...(extras.report && { report: extras.report }) });
+      lease = await this.ledger.admit(owner.id, provider.name, abort.signal, progress && ((position) => progress({ kind: 'queued', position })));
+      progress?.({ kind: 'starting' });
+      run = await provider.start({ ...toProviderRequest(params, depth, abort.signal, host), ...(extras.report && { report: extras.report }), ...(progress && { progress }) });
     } catch (error) {
       lease?.release();
       throw this.startFailure(error, abort.signal, provider.name);
@@ -263,7 +267,9 @@ export class SubagentService {
       // The lineage's depth cap, for a restored child's nested delegation.
       ...(params.maxDepth !== undefined && { maxDepth: params.maxDepth }),
     };
-    return this.publish(provider.name, run, owner, abort, host, lease, { restore, ...(parentRunId !== undefined && { parentRunId }) });
+    const started = await this.publish(provider.name, run, owner, abort, host, lease, { restore, ...(parentRunId !== undefined && { parentRunId }) });
+    progress?.({ kind: 'ready', runId: started.runId });
+    return started;
   }
 
   /**

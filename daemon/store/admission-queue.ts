@@ -2,7 +2,9 @@
  * One concurrency budget for every client of this daemon (the local ledger's admission): a
  * global cap on live runs and a per-connection cap. Starts over the limit wait in a fair queue
  * (round-robin across connections, FIFO within one), bounded in length; past that bound a start
- * is OVERLOADED at once. A waiting start still honours its AbortSignal.
+ * is OVERLOADED at once. A waiting start still honours its AbortSignal. A waiter may ask for its
+ * place in line (1 = next, in grant order, counting every connection as having room): it is told
+ * on entry and whenever it changes, once per batch of queue changes.
  */
 import { SubagentError } from '../../protocol/index.js';
 import type { AdmissionLimits, AdmissionStats, Lease } from './run-ledger.js';
@@ -13,6 +15,9 @@ export const DEFAULT_ADMISSION_LIMITS: AdmissionLimits = { maxConcurrentRuns: 64
 
 interface Waiter {
   readonly grant: () => void;
+  readonly onPosition: ((position: number) => void) | undefined;
+  /** The position last told, 0 before the first. */
+  told: number;
 }
 
 /** A held slot: one object per grant, released once (later calls do nothing). */
@@ -38,6 +43,7 @@ export class AdmissionQueue {
   /** Waiters per connection, and connections in round-robin order. */
   private readonly waiting = new Map<string, Waiter[]>();
   private readonly rotation: string[] = [];
+  private positionsDue = false;
 
   constructor(readonly limits: AdmissionLimits) {}
 
@@ -48,7 +54,7 @@ export class AdmissionQueue {
     return { running: this.running, queued: this.queued, byConnection };
   }
 
-  acquire(owner: string, signal: AbortSignal): Promise<Lease> {
+  acquire(owner: string, signal: AbortSignal, onPosition?: (position: number) => void): Promise<Lease> {
     if (signal.aborted) return Promise.reject(new SubagentError('ABORTED', 'start was cancelled while waiting for a slot'));
     if (this.waiting.size === 0 && this.fits(owner)) return Promise.resolve(this.take(owner));
     if (this.queued >= this.limits.maxQueued) {
@@ -66,6 +72,8 @@ export class AdmissionQueue {
           signal.removeEventListener('abort', onAbort);
           resolve(this.take(owner));
         },
+        onPosition,
+        told: 0,
       };
       const onAbort = (): void => {
         if (this.remove(owner, waiter)) reject(new SubagentError('ABORTED', 'start was cancelled while waiting for a slot'));
@@ -79,7 +87,39 @@ export class AdmissionQueue {
       }
       this.queued += 1;
       this.pump();
+      this.positionsChanged();
     });
+  }
+
+  /** Recount places in line after this turn's changes: one pass however many changes there were. */
+  private positionsChanged(): void {
+    if (this.positionsDue) return;
+    this.positionsDue = true;
+    queueMicrotask(() => {
+      this.positionsDue = false;
+      this.tellPositions();
+    });
+  }
+
+  /** Walk the grant order (pass k serves the k-th waiter of each connection, in rotation) and tell whoever moved. */
+  private tellPositions(): void {
+    let position = 0;
+    let lists = this.rotation.map((owner) => this.waiting.get(owner)!);
+    for (let k = 0; lists.length > 0; k++) {
+      for (const list of lists) {
+        const waiter = list[k]!;
+        position += 1;
+        if (waiter.onPosition && waiter.told !== position) {
+          waiter.told = position;
+          try {
+            waiter.onPosition(position);
+          } catch {
+            // A listener's fault must not stall the queue.
+          }
+        }
+      }
+      lists = lists.filter((list) => list.length > k + 1);
+    }
   }
 
   private fits(owner: string): boolean {
@@ -116,6 +156,7 @@ export class AdmissionQueue {
         this.queued -= 1;
         if (list.length === 0) this.drop(owner);
         waiter.grant();
+        this.positionsChanged();
         granted = true;
         break;
       }
@@ -129,6 +170,7 @@ export class AdmissionQueue {
     list.splice(index, 1);
     this.queued -= 1;
     if (list.length === 0) this.drop(owner);
+    this.positionsChanged();
     return true;
   }
 

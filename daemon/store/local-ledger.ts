@@ -75,8 +75,8 @@ export class LocalLedger implements RunLedger {
     return Promise.resolve(unfinished);
   }
 
-  admit(owner: string, _provider: string, signal: AbortSignal): Promise<Lease> {
-    return this.queue.acquire(owner, signal);
+  admit(owner: string, _provider: string, signal: AbortSignal, onPosition?: (position: number) => void): Promise<Lease> {
+    return this.queue.acquire(owner, signal, onPosition);
   }
 
   admission(): AdmissionStats {

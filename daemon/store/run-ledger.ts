@@ -116,8 +116,12 @@ export interface RunLedger {
   /** Unfinished records (running, starting, checkpointed) whose worker is gone: recovery's input. */
   leftBehind(): Promise<StoredRun[]>;
 
-  /** Waits for a slot for `owner` (fair across owners); OVERLOADED past the queue bound, ABORTED on `signal`. */
-  admit(owner: string, provider: string, signal: AbortSignal): Promise<Lease>;
+  /**
+   * Waits for a slot for `owner` (fair across owners); OVERLOADED past the queue bound, ABORTED on
+   * `signal`. `onPosition`, when given, hears the start's place in line (1 = next) while it waits,
+   * on entry and as it changes; a backend that cannot count places never calls it.
+   */
+  admit(owner: string, provider: string, signal: AbortSignal, onPosition?: (position: number) => void): Promise<Lease>;
   admission(): AdmissionStats;
 
   /** Writes what is pending and lets go of the store. */

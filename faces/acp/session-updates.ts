@@ -68,6 +68,8 @@ export function updatesForEvent(event: SessionEvent, replay: boolean): acp.Sessi
 export function updatesForRunEvent(event: RunEvent): acp.SessionUpdate[] {
   if (event.kind === 'text-delta') return [{ sessionUpdate: 'agent_message_chunk', content: text(event.text) }];
   if (event.kind === 'reasoning-delta') return [{ sessionUpdate: 'agent_thought_chunk', content: text(event.text) }];
+  // ACP has no update for a model retry; the editor sees the wait as a pause.
+  if (event.kind === 'retry') return [];
   return updatesForEvent(event.event, false);
 }
 

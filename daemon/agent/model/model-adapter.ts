@@ -3,7 +3,7 @@
  * session's events into their wire format (so API quirks such as DeepSeek's `reasoning_content`
  * stay inside the adapter) and return the step's assistant message.
  */
-import type { SessionEvent, ToolCall, Usage } from '../../../protocol/index.js';
+import type { RetryEvent, SessionEvent, ToolCall, Usage } from '../../../protocol/index.js';
 
 /** A tool as the model is offered it. */
 export interface ToolSpec {
@@ -23,6 +23,8 @@ export interface ModelStepRequest {
   readonly signal: AbortSignal;
   /** Streaming deltas as they arrive, for progress UIs. Must not throw. */
   readonly onDelta?: (delta: { kind: 'text' | 'reasoning'; text: string }) => void;
+  /** A failed attempt will be retried after `delayMs`, for progress UIs. Must not throw. */
+  readonly onRetry?: (retry: Omit<RetryEvent, 'kind'>) => void;
   /**
    * Text (and, separately, reasoning) a step keeps, in UTF-8 bytes: past it the adapter stops
    * accumulating (deltas still stream), since the service cuts a run's output to this cap anyway

@@ -6,7 +6,8 @@
  * What the adapter adds on top of the SDK:
  * - its own retry policy (the SDK's is disabled): 429/500/502/503/504 and connection failures
  *   are retried with capped exponential backoff, honouring `Retry-After`, but only while no
- *   stream data has arrived; everything else fails at once;
+ *   stream data has arrived; everything else fails at once. Each retry is announced (`onRetry`:
+ *   attempt, delay, reason) before its wait, so a person watching knows why nothing moves;
  * - two watchdogs: an idle timer re-armed only by parsed data chunks (SSE comments such as
  *   `: keep-alive` never reach us through the SDK, so they cannot keep a stalled stream alive) and
  *   a ceiling on the whole step, retries included;
@@ -310,6 +311,17 @@ function classify(err: unknown, state: AttemptState, baseUrl: string, OpenAI: Op
   return { error: new ModelError('http', `the response stream failed: ${detail}`), retryable: !state.gotData };
 }
 
+/** Tell the listener what is retried and when; attempts count from 1, so retry 0 is attempt 2. */
+function announceRetry(onRetry: ModelStepRequest['onRetry'], retry: number, delayMs: number, error: ModelError): void {
+  if (onRetry === undefined) return;
+  const status = error.status;
+  try {
+    onRetry({ attempt: retry + 2, delayMs, reason: status === undefined ? error.message : `HTTP ${status}: ${error.message}`, ...(status !== undefined && { status }) });
+  } catch {
+    // Like onDelta: a faulty listener must not break the step.
+  }
+}
+
 function numberOption(name: string, value: number | undefined, fallback: number, allowZero = false): number {
   if (value === undefined) return fallback;
   if (!Number.isFinite(value) || value < 0 || (!allowZero && value === 0)) {
@@ -399,7 +411,9 @@ export function createOpenAICompatibleAdapter(options: OpenAICompatibleOptions):
           if (controller.signal.aborted) throw controller.signal.reason;
           const classified = classify(err, state, options.baseUrl, sdk);
           if (!classified.retryable || retry >= maxRetries) throw classified.error;
-          await sleep(retryDelayMs(retry, classified.retryAfterMs, retryBaseDelayMs, retryMaxDelayMs), controller.signal);
+          const delayMs = Math.round(retryDelayMs(retry, classified.retryAfterMs, retryBaseDelayMs, retryMaxDelayMs));
+          announceRetry(request.onRetry, retry, delayMs, classified.error);
+          await sleep(delayMs, controller.signal);
         }
       }
     } catch (err) {

@@ -141,8 +141,10 @@ export class AcpSession {
     const cwd = config.cwd ?? parentCwd;
     if (config.cwd !== undefined) await assertDirectory(cwd, 'the configured cwd');
     const spawnedAt = performance.now();
+    request.progress?.({ kind: 'agent', stage: 'spawning' });
     const session = await AcpSession.spawn(config, cwd, request.env, signal, log, groups);
     session.binding = binding;
+    request.progress?.({ kind: 'agent', stage: 'initializing' });
     try {
       await session.handshake(async () => {
         await session.initializeStep(hasImage(request.prompt));
