@@ -1,0 +1,147 @@
+/**
+ * What a client learns while it waits, from a real daemon process over its socket: a start's
+ * `$/progress` (its place in the queue as the queue moves, starting, an ACP agent spawning and
+ * initializing, ready) and a `retry` run event when the model's server answers 429 with
+ * Retry-After. The daemon runs one child at a time (`maxConcurrentRuns: 1`), so a second and a
+ * third start queue behind a run that holds the slot until it is cancelled.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { ContentBlock, RemoteSubagentService, RunEvent, StartProgress, SubagentRun } from '../client/index.js';
+import { makeWorkspace, SDK_AGENT, waitFor, type Workspace } from './fixtures/acp-harness.js';
+import { errorResponse, textResponse } from './support/chat-completions-server.js';
+import { startDaemon, type DaemonProcess } from './support/daemon-process.js';
+import { ClientPool, RunPool } from './support/e2e-daemon.js';
+import { ModelServer } from './support/e2e-model-server.js';
+
+let server: ModelServer;
+let daemon: DaemonProcess;
+let cwd: string;
+const clients = new ClientPool();
+const runs = new RunPool();
+
+beforeAll(async () => {
+  server = await ModelServer.start();
+  daemon = await startDaemon(
+    {
+      limits: { maxConcurrentRuns: 1 },
+      model: { baseUrl: server.baseUrl, apiKeyEnv: 'TEST_KEY', default: 'test-model', maxRetries: 2 },
+      providers: [
+        { type: 'acp', name: 'sdk-agent', command: process.execPath, args: [SDK_AGENT], env: { ACP_FIXTURE_MODE: 'reply' }, initializeTimeoutMs: 5000 },
+      ],
+      detachGraceMs: 0,
+    },
+    [],
+    { env: { TEST_KEY: 'sk-start-progress' } },
+  );
+  cwd = mkdtempSync(join(tmpdir(), 'subagentd-start-progress-'));
+});
+
+afterAll(async () => {
+  await daemon?.stop();
+  await server?.close();
+  if (cwd) rmSync(cwd, { recursive: true, force: true });
+});
+
+beforeEach(async () => {
+  await server.beginTest();
+});
+
+afterEach(async () => {
+  await runs.disposeAll();
+  await clients.closeAll();
+});
+
+const text = (value: string): ContentBlock[] => [{ type: 'text', text: value }];
+const parent = (name: string) => ({ sessionId: `progress-${name}`, cwd });
+const live = (): AbortSignal => new AbortController().signal;
+
+/** Starts `prompt` on the fixture provider `echo`, recording its start progress. */
+function startRecorded(
+  service: RemoteSubagentService,
+  prompt: string,
+  signal: AbortSignal,
+): { progress: StartProgress[]; run: Promise<SubagentRun> } {
+  const progress: StartProgress[] = [];
+  const run = service
+    .start('echo', { prompt: text(prompt), parent: parent(prompt), signal, onStartProgress: (value) => progress.push(value) })
+    .then((started) => runs.track(started));
+  run.catch(() => undefined);
+  return { progress, run };
+}
+
+describe('start progress over the wire', () => {
+  it('tells two waiting starts their place in line, in order, as the line moves', { timeout: 30_000 }, async () => {
+    const [first, second, third] = await Promise.all([clients.connect(daemon.socket), clients.connect(daemon.socket), clients.connect(daemon.socket)]);
+    const holdA = new AbortController();
+    const a = runs.track(await first.start('echo', { prompt: text('hang'), parent: parent('a'), signal: holdA.signal }));
+
+    const holdB = new AbortController();
+    const b = startRecorded(second, 'hang', holdB.signal);
+    await waitFor(() => b.progress.length > 0, 10_000, 'B to be queued');
+    const c = startRecorded(third, 'echo c', live());
+    await waitFor(() => c.progress.length > 0, 10_000, 'C to be queued');
+    expect(b.progress).toEqual([{ kind: 'queued', position: 1 }]);
+    expect(c.progress).toEqual([{ kind: 'queued', position: 2 }]);
+
+    holdA.abort(); // A is cancelled, its slot goes to B; C moves up
+    const bRun = await b.run;
+    expect((await a.result).stopReason).toBe('aborted');
+    await waitFor(() => c.progress.length > 1, 10_000, 'C to move up');
+    expect(b.progress).toEqual([{ kind: 'queued', position: 1 }, { kind: 'starting' }, { kind: 'ready', runId: bRun.id }]);
+    expect(c.progress).toEqual([{ kind: 'queued', position: 2 }, { kind: 'queued', position: 1 }]);
+
+    holdB.abort();
+    const cRun = await c.run;
+    expect((await cRun.result).stopReason).toBe('completed');
+    expect(c.progress).toEqual([{ kind: 'queued', position: 2 }, { kind: 'queued', position: 1 }, { kind: 'starting' }, { kind: 'ready', runId: cRun.id }]);
+  });
+
+  it('a start that did not ask gets no progress, and one that did not wait is not queued', { timeout: 30_000 }, async () => {
+    const service = await clients.connect(daemon.socket);
+    const progress: StartProgress[] = [];
+    const run = runs.track(await service.start('echo', { prompt: text('echo alone'), parent: parent('alone'), signal: live(), onStartProgress: (value) => progress.push(value) }));
+    expect(progress).toEqual([{ kind: 'starting' }, { kind: 'ready', runId: run.id }]);
+    expect((await run.result).stopReason).toBe('completed');
+  });
+
+  it("reports an ACP agent's spawning and initializing before it is ready", { timeout: 30_000 }, async () => {
+    const ws: Workspace = await makeWorkspace();
+    try {
+      const service = await clients.connect(daemon.socket);
+      const progress: StartProgress[] = [];
+      const run = runs.track(
+        await service.start('sdk-agent', { prompt: text('hello'), parent: { sessionId: 'progress-acp', cwd: ws.root }, signal: live(), onStartProgress: (value) => progress.push(value) }),
+      );
+      expect(progress).toEqual([
+        { kind: 'starting' },
+        { kind: 'agent', stage: 'spawning' },
+        { kind: 'agent', stage: 'initializing' },
+        { kind: 'ready', runId: run.id },
+      ]);
+      expect((await run.result).stopReason).toBe('completed');
+      await run.dispose();
+    } finally {
+      await ws.cleanup();
+    }
+  });
+});
+
+describe('model retries as run events', () => {
+  it("streams a retry with the attempt and the server's Retry-After, then the answer", { timeout: 30_000 }, async () => {
+    server.enqueue(errorResponse(429, 'Rate limit reached for requests', { 'retry-after': '1' }), textResponse(['answered after the wait']));
+    const service = await clients.connect(daemon.socket);
+    const events: RunEvent[] = [];
+    const run = runs.track(await service.start('spawn', { prompt: text('say something'), parent: parent('retry'), signal: live(), onEvent: (event) => events.push(event) }));
+    const result = await run.result;
+    expect(result.stopReason).toBe('completed');
+    expect(result.output).toEqual(text('answered after the wait'));
+    expect(server.requests).toHaveLength(2);
+    const retries = events.filter((event) => event.kind === 'retry');
+    expect(retries).toEqual([{ kind: 'retry', attempt: 2, delayMs: 1000, status: 429, reason: 'HTTP 429: Rate limit reached for requests' }]);
+    // Announced before the wait, so it comes before the answer's text.
+    expect(events.findIndex((event) => event.kind === 'retry')).toBeLessThan(events.findIndex((event) => event.kind === 'text-delta'));
+  });
+});
