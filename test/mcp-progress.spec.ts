@@ -21,6 +21,15 @@ it('describes tool calls, results and turn ends, and skips reasoning and blank t
   expect(describeEvent({ kind: 'session', event: { type: 'assistant/message', content: [{ type: 'text', text: 'x' }] } })).toBeUndefined();
 });
 
+it('describes a model retry with its delay and attempt; busy for 429 and 503, else the reason', () => {
+  expect(describeEvent({ kind: 'retry', attempt: 2, delayMs: 2000, reason: 'HTTP 429: Rate limit reached', status: 429 })).toBe(
+    'model busy, retrying in 2.0 s (attempt 2)',
+  );
+  expect(describeEvent({ kind: 'retry', attempt: 3, delayMs: 750, reason: 'cannot reach http://127.0.0.1:9/v1: Connection error.' })).toBe(
+    'model failed (cannot reach http://127.0.0.1:9/v1: Connection error.), retrying in 0.8 s (attempt 3)',
+  );
+});
+
 it('reports events and heartbeats with a rising progress, and stops with the call', async () => {
   const sent: Array<[number, string]> = [];
   const forwarder = new ProgressForwarder(async (progress, message) => void sent.push([progress, message]), 1000);

@@ -319,6 +319,41 @@ describe('openai-compatible adapter: retries', () => {
     server = await startChatCompletionsServer(); // for afterEach
   });
 
+  it('announces each retry before its wait: attempt, delay from Retry-After, status and reason', T, async () => {
+    server.enqueue(
+      errorResponse(503, 'Server overloaded', { 'retry-after': '0.05' }),
+      errorResponse(429, 'Rate limit reached', { 'retry-after': '0.1' }),
+      textResponse(['ok']),
+    );
+    const retries: Array<Parameters<NonNullable<ModelStepRequest['onRetry']>>[0] & { requestsSoFar: number }> = [];
+    const step = await adapter().step(request({ onRetry: (retry) => void retries.push({ ...retry, requestsSoFar: server.requests.length }) }));
+    expect(step.text).toBe('ok');
+    expect(retries).toEqual([
+      { attempt: 2, delayMs: 50, status: 503, reason: 'HTTP 503: Server overloaded', requestsSoFar: 1 },
+      { attempt: 3, delayMs: 100, status: 429, reason: 'HTTP 429: Rate limit reached', requestsSoFar: 2 },
+    ]);
+  });
+
+  it('announces a refused connection without a status, and never a failure it does not retry', T, async () => {
+    server.enqueue(errorResponse(400, 'Bad request'));
+    const none: unknown[] = [];
+    await expectModelError(adapter().step(request({ onRetry: (retry) => void none.push(retry) })));
+    expect(none).toEqual([]);
+    const closedUrl = server.baseUrl;
+    await server.close();
+    const retries: Array<{ attempt: number; status?: number; reason: string }> = [];
+    await expectModelError(
+      createOpenAICompatibleAdapter({ baseUrl: closedUrl, apiKey: 'k', maxRetries: 1, retryBaseDelayMs: 10, retryMaxDelayMs: 10 }).step(
+        request({ onRetry: (retry) => void retries.push(retry) }),
+      ),
+    );
+    expect(retries).toHaveLength(1);
+    expect(retries[0]).toMatchObject({ attempt: 2 });
+    expect(retries[0]!.status).toBeUndefined();
+    expect(retries[0]!.reason).toContain(`cannot reach ${closedUrl}`);
+    server = await startChatCompletionsServer(); // for afterEach
+  });
+
   it('parses Retry-After as seconds or an HTTP date', () => {
     const now = Date.parse('2026-12-01T10:00:00Z');
     expect(parseRetryAfter('2', now)).toBe(2_000);
