@@ -143,7 +143,7 @@ export async function runCommand(settings: CommonSettings, options: RunCommandOp
 async function delegate(settings: CommonSettings, options: RunCommandOptions, line: StatusLine | undefined): Promise<number> {
   const client = await openClient(settings, { autoStart: true });
   await warnOnEnvDrift(client, options.model);
-  line?.set(`starting a ${options.provider} child (waits while the daemon's queue is full)`);
+  line?.set(`asking the daemon for a child (${options.provider})`);
   const abort = new AbortController();
   let interrupts = 0;
   const onInterrupt = (): void => {

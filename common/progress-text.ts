@@ -17,7 +17,7 @@ export function describeStartProgress(value: StartProgress, provider: string): s
     case 'queued':
       return `queued (${ordinal(value.position)} in line)`;
     case 'starting':
-      return `starting a ${provider} child`;
+      return `starting the ${provider} child`;
     case 'agent':
       return `starting ACP agent… (${value.stage})`;
     case 'ready':

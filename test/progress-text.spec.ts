@@ -8,7 +8,7 @@ it('writes English ordinals, teens included', () => {
 
 it('says where a start stands', () => {
   expect(describeStartProgress({ kind: 'queued', position: 2 }, 'spawn')).toBe('queued (2nd in line)');
-  expect(describeStartProgress({ kind: 'starting' }, 'spawn')).toBe('starting a spawn child');
+  expect(describeStartProgress({ kind: 'starting' }, 'spawn')).toBe('starting the spawn child');
   expect(describeStartProgress({ kind: 'agent', stage: 'spawning' }, 'qwen')).toBe('starting ACP agent… (spawning)');
   expect(describeStartProgress({ kind: 'agent', stage: 'initializing' }, 'qwen')).toBe('starting ACP agent… (initializing)');
   expect(describeStartProgress({ kind: 'ready', runId: 'run_x' }, 'qwen')).toBe('running');
