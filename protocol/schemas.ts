@@ -173,7 +173,7 @@ const runInfo = obj(
   ['runId', 'id', 'provider', 'state', 'startedAt', 'mine'],
 );
 /** LSP's `integer | string`; the string bounded like an id. */
-const progressToken: Schema = { oneOf: [{ type: 'integer' }, nonEmpty(256)] };
+const progressToken: Schema = { type: ['string', 'integer'], minLength: 1, maxLength: 256 };
 const interruptLevel: Schema = { enum: ['after-step', 'now'] };
 const childId = nonEmpty(256);
 /** A secret the client chose; only its hash is kept. */
