@@ -5,7 +5,7 @@
  * Retry-After. The daemon runs one child at a time (`maxConcurrentRuns: 1`), so a second and a
  * third start queue behind a run that holds the slot until it is cancelled.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -15,6 +15,7 @@ import { errorResponse, textResponse } from './support/chat-completions-server.j
 import { startDaemon, type DaemonProcess } from './support/daemon-process.js';
 import { ClientPool, RunPool } from './support/e2e-daemon.js';
 import { ModelServer } from './support/e2e-model-server.js';
+import { RawPeer } from './support/raw-peer.js';
 
 let server: ModelServer;
 let daemon: DaemonProcess;
@@ -143,5 +144,25 @@ describe('model retries as run events', () => {
     expect(retries).toEqual([{ kind: 'retry', attempt: 2, delayMs: 1000, status: 429, reason: 'HTTP 429: Rate limit reached for requests' }]);
     // Announced before the wait, so it comes before the answer's text.
     expect(events.findIndex((event) => event.kind === 'retry')).toBeLessThan(events.findIndex((event) => event.kind === 'text-delta'));
+  });
+
+  it('a 1.0 client, whose schema has no retry events, is not sent them', { timeout: 30_000 }, async () => {
+    server.enqueue(errorResponse(429, 'Rate limit reached', { 'retry-after': '1' }), textResponse(['answered for an old client']));
+    const peer = await RawPeer.connect(daemon.socket);
+    try {
+      const token = readFileSync(`${daemon.socket}.token`, 'utf8').trim();
+      const hello = await peer.request('initialize', { protocolVersion: '1.0.0', clientInfo: { name: 'old-client', version: '1.0.0' }, token });
+      expect(hello.error).toBeUndefined();
+      const started = await peer.request('subagent/start', { provider: 'spawn', prompt: text('say something'), parent: parent('old'), stream: true });
+      const { runId } = started.result as { runId: string };
+      await peer.waitFor((m) => m.method === 'subagent/end', 10_000, 'the end of the run');
+      expect(server.requests).toHaveLength(2); // the daemon did retry
+      const kinds = peer.notifications('run/event').map((m) => (m.params as { event: RunEvent }).event.kind);
+      expect(kinds).toContain('text-delta');
+      expect(kinds).not.toContain('retry');
+      await peer.request('run/dispose', { runId });
+    } finally {
+      peer.close();
+    }
   });
 });

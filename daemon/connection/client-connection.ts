@@ -76,6 +76,9 @@ import { ProgressBacklog } from './progress-backlog.js';
 import { GuardedMessageReader, type FrameLimits, type Violation } from './guarded-reader.js';
 import { tokensEqual } from './auth-token.js';
 
+/** A start without a progress token: nothing extra (shared, not allocated per start). */
+const NO_EXTRAS: StartExtras = Object.freeze({});
+
 export interface ConnectionContext {
   readonly service: SubagentService;
   readonly children: ContinuableChildren;
@@ -125,6 +128,8 @@ export class ClientConnection implements RunOwner, ChildSubscriber {
   private readonly closedPromise: Promise<void>;
   private resolveClosed!: () => void;
   clientName = 'unknown';
+  /** Whether the client's protocol knows `retry` run events (1.1 and later); a 1.0 client would drop them as invalid. */
+  private takesRetryEvents = true;
 
   constructor(
     readonly id: string,
@@ -287,6 +292,7 @@ export class ClientConnection implements RunOwner, ChildSubscriber {
   }
 
   notifyRunEvent(event: RunEventParams): void {
+    if (event.event.kind === 'retry' && !this.takesRetryEvents) return;
     // A reader that falls behind gets progress coalesced and bounded; lifecycle is never held back.
     const behind = this.writer.unsent >= this.ctx.maxPendingNotifications || this.writer.unsentBytes >= this.ctx.maxUnsentBytes / 8;
     if (behind || this.backlog.size > 0) {
@@ -300,7 +306,7 @@ export class ClientConnection implements RunOwner, ChildSubscriber {
 
   /** A start that gave a token is told where it stands with `$/progress` (lifecycle-like: never held back). */
   private startProgress(token: ProgressToken | undefined): StartExtras {
-    return token === undefined ? {} : { progress: (value) => this.notify(StartProgressNotification, { token, value }) };
+    return token === undefined ? NO_EXTRAS : { progress: (value) => this.notify(StartProgressNotification, { token, value }) };
   }
 
   private notify<P>(type: NotificationType<P>, params: P): void {
@@ -411,6 +417,7 @@ export class ClientConnection implements RunOwner, ChildSubscriber {
       throw new SubagentError('UNAUTHORIZED', 'missing or wrong daemon token: read it from the token file beside the socket');
     }
     this.initialized = true;
+    this.takesRetryEvents = Number(version.split('.')[1]) >= 1;
     const client = params.clientInfo ?? { name: 'lsp-client' };
     this.clientName = `${client.name}@${client.version ?? '?'}`;
     this.log.info({ client: this.clientName, lsp }, 'client initialized');
