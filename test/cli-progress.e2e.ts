@@ -85,7 +85,7 @@ describe('run progress while it waits', () => {
     const code = await waiting.exited;
     const terminal = waiting.output();
     expect(code, terminal).toBe(0);
-    expect(terminal).toMatch(/\r\x1b\[2K\d+s queued \(1st in line\)/);
+    expect(terminal).toMatch(new RegExp(String.raw`\r\x1b\[2K\d+s queued \(1st in line\)`));
     // Then admitted: the place in line gives way to the start.
     expect(terminal.indexOf('queued (1st in line)')).toBeLessThan(terminal.indexOf('starting the echo child'));
     expect(terminal.split('echo served after the wait')).toHaveLength(2);
@@ -107,7 +107,7 @@ describe('run progress while it waits', () => {
     const code = await run.exited;
     const terminal = run.output();
     expect(code, terminal).toBe(0);
-    expect(terminal).toMatch(/\r\x1b\[2K\d+s model busy, retrying in 1\.0 s \(attempt 2\)/);
+    expect(terminal).toMatch(new RegExp(String.raw`\r\x1b\[2K\d+s model busy, retrying in 1\.0 s \(attempt 2\)`));
     expect(terminal.split('Answered after one retry.')).toHaveLength(2);
 
     model.enqueue(errorResponse(503, 'Overloaded', { 'retry-after': '1' }), textResponse(['Answered again.']));
