@@ -1,0 +1,97 @@
+/**
+ * What the daemon process pays at start: the built CLI's `daemon` command, a real process on a
+ * real socket. It loads only the daemon's own code; the client side, the faces, the model and
+ * agent SDKs and the search engine load when first used. Node's compile cache is written before
+ * the daemon accepts connections (so a killed daemon still leaves it), and a cache dir that
+ * cannot be made costs nothing but the cache.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { afterEach, expect, it } from 'vitest';
+import { socketAccepts } from '../common/socket-probe.js';
+import { CLI, REPO } from './support/daemon-process.js';
+
+const RECORDER = pathToFileURL(resolve(REPO, 'test', 'fixtures', 'load-recorder.mjs')).href;
+
+let dir: string | undefined;
+let child: ChildProcess | undefined;
+afterEach(async () => {
+  if (child && child.exitCode === null && child.signalCode === null) {
+    const exited = new Promise((r) => child!.once('exit', r));
+    child.kill('SIGKILL');
+    await exited;
+  }
+  child = undefined;
+  if (dir) rmSync(dir, { recursive: true, force: true });
+  dir = undefined;
+});
+
+/** The environment without Node's own compile-cache switches, which would override ours. */
+function baseEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
+  const { NODE_COMPILE_CACHE: _a, NODE_DISABLE_COMPILE_CACHE: _b, NODE_OPTIONS: _c, ...env } = process.env;
+  return { ...env, ...extra };
+}
+
+/** Starts the daemon command on a fresh socket and resolves once it accepts a connection. */
+async function startDaemon(env: NodeJS.ProcessEnv, nodeFlags: string[] = []): Promise<void> {
+  dir ??= mkdtempSync(join(tmpdir(), 'subagentd-startup-'));
+  const socket = join(dir, 'daemon.sock');
+  const config = join(dir, 'config.json');
+  writeFileSync(config, '{}');
+  child = spawn(process.execPath, [...nodeFlags, CLI, 'daemon', '--socket', socket, '--state-dir', join(dir, 'state'), '--config', config], { stdio: 'ignore', env });
+  const deadline = Date.now() + 20_000;
+  while (!(existsSync(socket) && (await socketAccepts(socket)))) {
+    if (child.exitCode !== null) throw new Error(`daemon exited with ${child.exitCode}`);
+    if (Date.now() > deadline) throw new Error('daemon did not accept connections within 20 s');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+it('loads only the daemon at start: no client side, faces, SDKs or search engine', async () => {
+  dir = mkdtempSync(join(tmpdir(), 'subagentd-startup-'));
+  const log = join(dir, 'loads.txt');
+  await startDaemon(baseEnv({ SUBAGENTD_TEST_LOAD_LOG: log, XDG_CACHE_HOME: join(dir, 'cache') }), ['--import', RECORDER]);
+  const loaded = readFileSync(log, 'utf8').trim().split('\n');
+  // The recorder saw the daemon (else the absences below would prove nothing).
+  expect(loaded.some((url) => url.endsWith('/dist/daemon/daemon.js'))).toBe(true);
+  expect(loaded.some((url) => url.includes('/node_modules/vscode-jsonrpc/'))).toBe(true);
+  const unwanted = [
+    '/dist/client/',
+    '/dist/faces/',
+    '/dist/cli/ops-commands.js',
+    '/dist/cli/run-command.js',
+    '/dist/cli/children-commands.js',
+    '/dist/cli/connect-command.js',
+    '/node_modules/openai/',
+    '/node_modules/@agentclientprotocol/',
+    '/node_modules/@modelcontextprotocol/',
+    '/node_modules/zod/',
+    '/node_modules/re2js/',
+  ];
+  expect(loaded.filter((url) => unwanted.some((part) => url.includes(part)))).toEqual([]);
+});
+
+it('has written the compile cache by the time it accepts connections, so a killed daemon leaves it', async () => {
+  dir = mkdtempSync(join(tmpdir(), 'subagentd-startup-'));
+  const cache = join(dir, 'cache', 'subagentd', 'node-compile-cache');
+  await startDaemon(baseEnv({ XDG_CACHE_HOME: join(dir, 'cache') }));
+  child!.kill('SIGKILL');
+  await new Promise((r) => child!.once('exit', r));
+  // One subdirectory per Node version and flags, holding an entry per compiled module.
+  const entries = readdirSync(cache, { recursive: true, withFileTypes: true }).filter((e) => e.isFile());
+  expect(entries.length).toBeGreaterThan(100);
+});
+
+it('runs as usual when the compile cache dir cannot be created', () => {
+  dir = mkdtempSync(join(tmpdir(), 'subagentd-startup-'));
+  // A regular file where the cache's parent dir should be: mkdir fails even for root.
+  const blocker = join(dir, 'not-a-dir');
+  writeFileSync(blocker, '');
+  const result = spawnSync(process.execPath, [CLI, '--version'], { env: baseEnv({ XDG_CACHE_HOME: blocker }), encoding: 'utf8', timeout: 20_000 });
+  expect(result.stderr).toBe('');
+  expect(result.stdout).toMatch(/^subagentd \d+\.\d+\.\d+\n$/);
+  expect(result.status).toBe(0);
+});
