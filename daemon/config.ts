@@ -1,10 +1,10 @@
 /**
  * The daemon's config file: JSON, validated by ajv, every error naming the bad field. Flags and
- * env override what the file says (see cli.ts).
+ * env override what the file says (see cli/options.ts).
  */
 import { readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
-import { Ajv } from 'ajv';
+import { Ajv, type ValidateFunction } from 'ajv';
 import { MAX_TEXT_BYTES } from '../protocol/index.js';
 
 export interface AcpProviderEntry {
@@ -209,7 +209,15 @@ const schema = {
   },
 };
 
-const validate = new Ajv({ allErrors: true, strict: false }).compile<DaemonConfig>(schema);
+/** The config file's JSON Schema; test/daemon-config.spec.ts checks it against the meta-schema. */
+export const CONFIG_SCHEMA: object = schema;
+
+// Compiled on the first config read: a daemon or command without a config file never pays for it.
+// No meta-schema check here (it compiles the whole draft-07 meta-schema, tens of ms at every
+// start): the schema is ours and fixed, and the test above checks it once.
+let compiled: ValidateFunction<DaemonConfig> | undefined;
+const validator = (): ValidateFunction<DaemonConfig> =>
+  (compiled ??= new Ajv({ allErrors: true, strict: false, validateSchema: false }).compile<DaemonConfig>(schema));
 
 export class ConfigError extends Error {
   override readonly name = 'ConfigError';
@@ -233,6 +241,7 @@ export function loadConfig(path: string): DaemonConfig {
 }
 
 export function parseConfig(value: unknown, origin = 'config'): DaemonConfig {
+  const validate = validator();
   if (!validate(value)) {
     const problems = (validate.errors ?? []).map((e) => {
       const extra = e.keyword === 'additionalProperties' ? `/${String(e.params['additionalProperty'])}` : '';

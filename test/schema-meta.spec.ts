@@ -1,0 +1,44 @@
+/**
+ * Our JSON Schemas against the draft-07 meta-schema. The validators at run time skip this check
+ * (it compiles the whole meta-schema at every start), so it is made here, once.
+ */
+import { Ajv } from 'ajv';
+import { describe, expect, it } from 'vitest';
+import { CONFIG_SCHEMA, ConfigError, parseConfig } from '../daemon/config.js';
+import { clientInboundSchemas, requestSchemas } from '../protocol/schemas.js';
+
+const metaCheck = (schema: object): unknown => {
+  const ajv = new Ajv({ strict: false, allowUnionTypes: true });
+  return ajv.validateSchema(schema) ? [] : ajv.errors;
+};
+
+describe('schemas against the meta-schema', () => {
+  it('the check catches a malformed schema', () => {
+    expect(metaCheck({ type: 'strng' })).not.toEqual([]);
+    expect(metaCheck({ properties: { a: { minLength: -1 } } })).not.toEqual([]);
+  });
+
+  it('the config file schema is well-formed', () => {
+    expect(metaCheck(CONFIG_SCHEMA)).toEqual([]);
+  });
+
+  it.each(Object.entries(requestSchemas))('the daemon-bound %s schema is well-formed', (_kind, schema) => {
+    expect(metaCheck(schema)).toEqual([]);
+  });
+
+  it.each(Object.entries(clientInboundSchemas))('the client-bound %s schema is well-formed', (_kind, schema) => {
+    expect(metaCheck(schema)).toEqual([]);
+  });
+});
+
+describe('config validation, compiled on first use', () => {
+  it('names an unknown setting and a bad value', () => {
+    expect(() => parseConfig({ bogus: 1 }, 'c.json')).toThrow(ConfigError);
+    expect(() => parseConfig({ bogus: 1 }, 'c.json')).toThrow('/bogus is not a known setting');
+    expect(() => parseConfig({ maxConnections: 0 }, 'c.json')).toThrow(/\/maxConnections must be >= 1/);
+  });
+
+  it('resolves relative paths against the config file', () => {
+    expect(parseConfig({ stateDir: 'state' }, '/etc/subagentd/config.json')).toEqual({ stateDir: '/etc/subagentd/state' });
+  });
+});
