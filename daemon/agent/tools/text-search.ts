@@ -7,8 +7,14 @@
  * RE2 refuses lookaround, backreferences and repeat counts over 1000; such a pattern gets a clear
  * tool error that says so, instead of a different engine.
  */
+import { createRequire } from 'node:module';
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import { RE2JS } from 're2js';
+import type { RE2JS } from 're2js';
+
+// The engine loads with the first search, not with the daemon (its import is ~15 ms of CPU and
+// ~2 MiB at every start). Synchronous: compiling a query is.
+let engine: typeof RE2JS | undefined;
+const re2 = (): typeof RE2JS => (engine ??= (createRequire(import.meta.url)('re2js') as typeof import('re2js')).RE2JS);
 
 /** Longest query accepted: matching costs text length × pattern size. */
 export const MAX_QUERY_CHARS = 256;
@@ -23,10 +29,11 @@ export interface LineMatcher {
 
 /** A compiled query, or the message the model should read when RE2 refuses it. */
 export function compileQuery(query: string, regex: boolean, ignoreCase: boolean): LineMatcher | string {
-  const flags = ignoreCase ? RE2JS.CASE_INSENSITIVE : 0;
+  const RE2 = re2();
+  const flags = ignoreCase ? RE2.CASE_INSENSITIVE : 0;
   let compiled: RE2JS;
   try {
-    compiled = RE2JS.compile(regex ? query : RE2JS.quote(query), flags);
+    compiled = RE2.compile(regex ? query : RE2.quote(query), flags);
   } catch (error) {
     return `Invalid regular expression (search_text uses RE2 syntax: no lookahead, lookbehind or backreferences; repeat counts up to 1000): ${(error as Error).message}`;
   }
