@@ -3,6 +3,7 @@
  * env override what the file says (see cli/options.ts).
  */
 import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { Ajv, type ValidateFunction } from 'ajv';
 import { MAX_TEXT_BYTES } from '../protocol/index.js';
@@ -209,15 +210,32 @@ const schema = {
   },
 };
 
-/** The config file's JSON Schema; test/daemon-config.spec.ts checks it against the meta-schema. */
+/** The config file's JSON Schema; test/schema-meta.spec.ts checks it against the meta-schema. */
 export const CONFIG_SCHEMA: object = schema;
 
-// Compiled on the first config read: a daemon or command without a config file never pays for it.
-// No meta-schema check here (it compiles the whole draft-07 meta-schema, tens of ms at every
-// start): the schema is ours and fixed, and the test above checks it once.
+/**
+ * No meta-schema check at run time (it compiles the whole draft-07 meta-schema, tens of ms): the
+ * schema is ours and fixed, and the test above checks it once.
+ */
+export const CONFIG_AJV_OPTIONS = { allErrors: true, strict: false, validateSchema: false } as const;
+
+/** The build's ahead-of-time validator, beside this module in dist/ (scripts/config-validator.ts). */
+export const CONFIG_VALIDATOR_FILE = 'config-validator.cjs';
+
+// Made on the first config read: a daemon or command without a config file never pays for it.
 let compiled: ValidateFunction<DaemonConfig> | undefined;
-const validator = (): ValidateFunction<DaemonConfig> =>
-  (compiled ??= new Ajv({ allErrors: true, strict: false, validateSchema: false }).compile<DaemonConfig>(schema));
+const validator = (): ValidateFunction<DaemonConfig> => (compiled ??= prebuilt() ?? new Ajv(CONFIG_AJV_OPTIONS).compile<DaemonConfig>(schema));
+
+/** The build's validator when it was made from this very schema; else none (sources, stale dist). */
+function prebuilt(): ValidateFunction<DaemonConfig> | undefined {
+  let made: (ValidateFunction<DaemonConfig> & { schemaText?: string }) | undefined;
+  try {
+    made = createRequire(import.meta.url)(`./${CONFIG_VALIDATOR_FILE}`) as ValidateFunction<DaemonConfig> & { schemaText?: string };
+  } catch {
+    return undefined;
+  }
+  return made.schemaText === JSON.stringify(schema) ? made : undefined;
+}
 
 export class ConfigError extends Error {
   override readonly name = 'ConfigError';

@@ -2,9 +2,12 @@
  * Our JSON Schemas against the draft-07 meta-schema. The validators at run time skip this check
  * (it compiles the whole meta-schema at every start), so it is made here, once.
  */
-import { Ajv } from 'ajv';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import { Ajv, type ValidateFunction } from 'ajv';
 import { describe, expect, it } from 'vitest';
-import { CONFIG_SCHEMA, ConfigError, parseConfig } from '../daemon/config.js';
+import { CONFIG_AJV_OPTIONS, CONFIG_SCHEMA, CONFIG_VALIDATOR_FILE, ConfigError, parseConfig } from '../daemon/config.js';
+import { REPO } from './support/daemon-process.js';
 import { clientInboundSchemas, requestSchemas } from '../protocol/schemas.js';
 
 const metaCheck = (schema: object): unknown => {
@@ -40,5 +43,30 @@ describe('config validation, compiled on first use', () => {
 
   it('resolves relative paths against the config file', () => {
     expect(parseConfig({ stateDir: 'state' }, '/etc/subagentd/config.json')).toEqual({ stateDir: '/etc/subagentd/state' });
+  });
+});
+
+describe("the build's ahead-of-time config validator (dist/daemon/config-validator.cjs)", () => {
+  const built = createRequire(import.meta.url)(join(REPO, 'dist', 'daemon', CONFIG_VALIDATOR_FILE)) as ValidateFunction & { schemaText: string };
+
+  it('was made from the current schema (else daemon/config.ts would not use it)', () => {
+    expect(built.schemaText).toBe(JSON.stringify(CONFIG_SCHEMA));
+  });
+
+  it('answers as the validator compiled at run time does, errors included', () => {
+    const runtime = new Ajv(CONFIG_AJV_OPTIONS).compile(CONFIG_SCHEMA);
+    const inputs: unknown[] = [
+      {},
+      { stateDir: 'state', requireToken: false },
+      { bogus: 1, maxConnections: 0 },
+      { tcp: { host: '127.0.0.1' } },
+      { providers: [{ name: 'a', type: 'acp', command: 'x', permission: 'sometimes' }] },
+      [],
+    ];
+    for (const input of inputs) {
+      expect(built(input)).toBe(runtime(input));
+      expect(built.errors ?? null).toEqual(runtime.errors ?? null);
+    }
+    expect(built({ bogus: 1 })).toBe(false);
   });
 });
