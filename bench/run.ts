@@ -87,8 +87,8 @@ const sections: SectionRun[] = [
   },
   {
     name: 'startup',
-    timeoutMs: 120_000,
-    run: (cleanup) => startupBench(report, cleanup, { pairs: q(10, 3) }),
+    timeoutMs: 240_000,
+    run: (cleanup) => startupBench(report, cleanup, { pairs: q(10, 3), runs: q(1000, 100) }),
   },
   {
     name: 'faces',
