@@ -8,6 +8,7 @@ import { Ajv, type ValidateFunction } from 'ajv';
 import { describe, expect, it } from 'vitest';
 import { CONFIG_AJV_OPTIONS, CONFIG_SCHEMA, CONFIG_VALIDATOR_FILE, ConfigError, parseConfig } from '../daemon/config.js';
 import { REPO } from './support/daemon-process.js';
+import { SCRIPT_SCHEMA } from '../daemon/agent/model/scripted.js';
 import { clientInboundSchemas, requestSchemas } from '../protocol/schemas.js';
 
 const metaCheck = (schema: object): unknown => {
@@ -23,6 +24,10 @@ describe('schemas against the meta-schema', () => {
 
   it('the config file schema is well-formed', () => {
     expect(metaCheck(CONFIG_SCHEMA)).toEqual([]);
+  });
+
+  it('the scripted model\'s script schema is well-formed', () => {
+    expect(metaCheck(SCRIPT_SCHEMA)).toEqual([]);
   });
 
   it.each(Object.entries(requestSchemas))('the daemon-bound %s schema is well-formed', (_kind, schema) => {

@@ -30,7 +30,7 @@
  * children (each replays the script from its first entry).
  */
 import { readFileSync } from 'node:fs';
-import { Ajv } from 'ajv';
+import { Ajv, type ValidateFunction } from 'ajv';
 import type { SessionEvent, ToolCall, Usage } from '../../../protocol/index.js';
 import { ModelError, type ModelAdapter, type ModelFinish, type ModelStep, type ModelStepRequest } from './model-adapter.js';
 
@@ -110,10 +110,18 @@ const scriptSchema = {
   },
 };
 
-const validateScript = new Ajv({ allErrors: false, strict: false, allowUnionTypes: true }).compile<ModelScript>(scriptSchema);
+/** The script file's JSON Schema; test/schema-meta.spec.ts checks it against the meta-schema. */
+export const SCRIPT_SCHEMA: object = scriptSchema;
+
+// Compiled with the first script read, not with the daemon (it was ~45 ms of every start), and
+// without a meta-schema check at run time (the test above makes it once).
+let compiled: ValidateFunction<ModelScript> | undefined;
+const scriptValidator = (): ValidateFunction<ModelScript> =>
+  (compiled ??= new Ajv({ allErrors: false, strict: false, allowUnionTypes: true, validateSchema: false }).compile<ModelScript>(scriptSchema));
 
 /** Checks a parsed script; throws ModelError('config') naming the first bad field. */
 export function parseScript(value: unknown, origin = 'script'): ModelScript {
+  const validateScript = scriptValidator();
   if (validateScript(value)) return value;
   const error = validateScript.errors?.[0];
   const extra = error?.keyword === 'additionalProperties' ? `/${String(error.params['additionalProperty'])}` : '';
