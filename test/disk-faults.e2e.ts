@@ -62,14 +62,17 @@ it('on a full disk the daemon answers, refuses unrecordable runs by path and err
   const other = await peer(daemon.socket);
   expect((await owner.request('run/cancel', { runId: hanging.runId })).error).toBeUndefined();
   await owner.waitFor((m) => m.method === 'subagent/end' && (m.params as { runId: string }).runId === hanging.runId);
+  // Both writes fail asynchronously (the index's batch, the log line's write): wait for both faults.
+  const logFile = join(daemon.stateDir, 'daemon.log');
+  const bothFaulted = (s: Status): boolean => [index, logFile].every((path) => s.degraded?.faults.some((f) => f.path === path));
   let status: Status = {};
-  for (let i = 0; i < 250 && !status.degraded?.faults.some((f) => f.path === index); i++) {
+  for (let i = 0; i < 250 && !bothFaulted(status); i++) {
     status = (await other.request('daemon/status', {})).result as Status;
-    if (!status.degraded?.faults.some((f) => f.path === index)) await new Promise((r) => setTimeout(r, 20));
+    if (!bothFaulted(status)) await new Promise((r) => setTimeout(r, 20));
   }
   expect(status.degraded?.faults).toEqual(expect.arrayContaining([{ path: index, code: 'ENOSPC', since: expect.any(String) }]));
   expect(status.degraded?.reason).toContain(`cannot write ${index}: ENOSPC (no space left on device)`);
-  expect(status.degraded?.faults.map((f) => f.path)).toContain(join(daemon.stateDir, 'daemon.log'));
+  expect(status.degraded?.faults.map((f) => f.path)).toContain(logFile);
 
   const refused = await other.request('subagent/start', { provider: 'echo', prompt: prompt('echo refused'), parent });
   expect(refused.error?.data?.code).toBe('START_FAILED');
@@ -149,7 +152,11 @@ it('an auto-started daemon whose stderr is a file on the full disk keeps answeri
     await waitFor(() => (existsSync(socket) && existsSync(`${socket}.token`)) || proc.exitCode !== null, 10_000, () => 'the daemon to listen');
     disk.fail(stateDir, 'ENOSPC');
     const client = await peer(socket); // its log line fails on both the log file and stderr
-    const status = (await client.request('daemon/status', {})).result as Status;
+    let status: Status = {};
+    for (let i = 0; i < 250 && !status.degraded?.faults.some((f) => f.path === join(stateDir, 'daemon.log')); i++) {
+      status = (await client.request('daemon/status', {})).result as Status;
+      await new Promise((r) => setTimeout(r, 20));
+    }
     expect(status.degraded?.faults.map((f) => f.path)).toEqual(expect.arrayContaining([join(stateDir, 'daemon.log')]));
     // The degraded warning itself goes to stderr, which fails too: still alive and answering.
     await waitFor(() => false, 300).catch(() => undefined);
