@@ -82,12 +82,3 @@ export function commonSettings(values: Record<string, unknown>, env: NodeJS.Proc
     json: values['json'] === true,
   };
 }
-
-/** Flags that make a spawned daemon see the same socket, state dir and config as this command. */
-export function forwardedFlags(settings: CommonSettings): string[] {
-  return [
-    '--socket', settings.socket,
-    '--state-dir', settings.stateDir,
-    ...(settings.configPath ? ['--config', settings.configPath] : []),
-  ];
-}

@@ -1,6 +1,7 @@
 /**
- * The daemon's config file: JSON, validated by ajv, every error naming the bad field. Flags and
- * env override what the file says (see cli/options.ts).
+ * The daemon's config file: JSON, validated by ajv, every error naming the bad field; relative
+ * paths resolve against the file's folder. Flags and env override what the file says
+ * (cli/options.ts resolves flag → env → file → default; cli/daemon-command.ts applies the rest).
  */
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';

@@ -27,6 +27,13 @@ const ws = workspacePerTest();
 
 const recorded = (event: string): RecordEntry[] => readRecord(ws.recordPath).filter((e) => e.event === event);
 
+/** The pid of the one agent process this test started (a resumed chain shares it). */
+function theAgentPid(): number {
+  const pids = recordedPids(ws.recordPath);
+  expect(pids).toHaveLength(1);
+  return pids[0]!;
+}
+
 describe('descriptor', () => {
   it('advertises exactly what it implements', async () => {
     const acp = provider(sdkAgentConfig(ws, 'reply'));
@@ -300,7 +307,7 @@ describe('resume', () => {
     expect(textOf((await run1.result).output)).toBe('turn 1: hello');
     const run2 = await run1.resume([{ type: 'text', text: 'again' }]);
     expect(run2.id).not.toBe(run1.id);
-    expect(run2.pid).toBe(run1.pid);
+    const agentPid = theAgentPid();
     expect(textOf((await run2.result).output)).toBe('turn 2: again');
     expect(recorded('session/new')).toHaveLength(1);
     expect(recorded('prompt').map((e) => (e['params'] as { sessionId: string }).sessionId)).toEqual([
@@ -309,10 +316,10 @@ describe('resume', () => {
     ]);
 
     await run1.dispose();
-    expect(processGone(run1.pid)).toBe(false);
+    expect(processGone(agentPid)).toBe(false);
     expect((await rejection(run1.resume([{ type: 'text', text: 'no' }]))).code).toBe('RUN_STATE');
     await run2.dispose();
-    expect(processGone(run1.pid)).toBe(true);
+    expect(processGone(agentPid)).toBe(true);
     expect((await rejection(run2.resume([{ type: 'text', text: 'no' }]))).code).toBe('RUN_STATE');
   });
 
@@ -338,7 +345,7 @@ describe('resume', () => {
     expect((await run2.result).stopReason).toBe('aborted');
     await run1.dispose();
     await run2.dispose();
-    expect(processGone(run1.pid)).toBe(true);
+    expect(processGone(theAgentPid())).toBe(true);
   });
 
   it('fails a resume that is waiting for the agent as soon as the run is disposed', async () => {
@@ -356,7 +363,7 @@ describe('resume', () => {
     // …until the dispose ends it.
     expect((await resuming).code).toBe('RUN_STATE');
     expect(performance.now() - t0).toBeLessThan(2_000);
-    expect(processGone(run1.pid)).toBe(true);
+    expect(processGone(theAgentPid())).toBe(true);
   });
 
   it('gives up resuming when the agent never answers the cancelled turn', async () => {
@@ -378,6 +385,6 @@ describe('resume', () => {
     expect(retry.message).toContain('has not answered the previous prompt within 1500 ms');
     expect(recorded('prompt')).toHaveLength(1);
     await run1.dispose();
-    expect(processGone(run1.pid)).toBe(true);
+    expect(processGone(theAgentPid())).toBe(true);
   });
 });

@@ -9,10 +9,6 @@ export class SteeringQueue {
   private queued: ContentBlock[][] = [];
   private accepting = false;
 
-  get isOpen(): boolean {
-    return this.accepting;
-  }
-
   get size(): number {
     return this.queued.length;
   }

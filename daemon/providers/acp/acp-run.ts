@@ -65,11 +65,6 @@ export class AcpRun implements DaemonRun {
     return run;
   }
 
-  /** The agent's process id, for inspection. */
-  get pid(): number {
-    return this.chain.session.pid;
-  }
-
   dispose(): Promise<void> {
     this.disposal ??= (async () => {
       this.turn.cancel();

@@ -123,10 +123,6 @@ export class AgentProcess {
     return status.signal ? `agent (pid ${this.pid}) was killed by ${status.signal}` : `agent (pid ${this.pid}) exited with code ${status.code}`;
   }
 
-  stderrTail(maxBytes: number = STDERR_TAIL_BYTES): string {
-    return this.stderr.tail(maxBytes);
-  }
-
   /**
    * The stderr tail for a failure report. 'exit' can precede the last stderr bytes, and the
    * agent's dying words are the useful part, so an exited process's stderr is drained first.
