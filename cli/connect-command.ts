@@ -11,11 +11,10 @@
  */
 import { createConnection } from 'node:net';
 import { ensureDaemon } from '../client/auto-start.js';
-import { readTokenFile, tokenPathFor } from '../daemon/connection/auth-token.js';
+import { readTokenFile, tokenPathFor } from '../common/daemon-token.js';
 import type { CommonSettings } from './options.js';
 import { socketAccepts } from '../common/socket-probe.js';
-
-const HEADER_END = Buffer.from('\r\n\r\n');
+import { HEADER_END, declaredLength, frameBody } from '../protocol/index.js';
 
 /** Splits a Content-Length framed byte stream into message bodies; undefined once it is not one. */
 export class FrameSplitter {
@@ -28,9 +27,9 @@ export class FrameSplitter {
     for (;;) {
       const end = this.buffer.indexOf(HEADER_END);
       if (end < 0) return bodies;
-      const length = /(?:^|\r\n)content-length:\s*(\d+)\s*(?:\r\n|$)/i.exec(this.buffer.subarray(0, end).toString('ascii'))?.[1];
-      if (length === undefined) return undefined;
-      const total = end + HEADER_END.length + Number(length);
+      const length = declaredLength(this.buffer.toString('ascii', 0, end));
+      if (typeof length !== 'number') return undefined;
+      const total = end + HEADER_END.length + length;
       if (this.buffer.length < total) return bodies;
       bodies.push(this.buffer.subarray(end + HEADER_END.length, total));
       this.buffer = this.buffer.subarray(total);
@@ -44,8 +43,6 @@ export class FrameSplitter {
     return rest;
   }
 }
-
-export const frame = (body: Buffer): Buffer => Buffer.concat([Buffer.from(`Content-Length: ${body.length}\r\n\r\n`), body]);
 
 type Message = { id?: unknown; method?: unknown; params?: unknown; result?: unknown; error?: unknown };
 
@@ -101,11 +98,11 @@ export class TokenInjector {
 
   private rewrite(body: Buffer): Buffer {
     const message = parse(body);
-    if (message?.method !== 'initialize' || message.id === undefined) return frame(body);
+    if (message?.method !== 'initialize' || message.id === undefined) return frameBody(body);
     this.pendingInitialize.add(JSON.stringify(message.id));
     const params = message.params;
-    if (typeof params !== 'object' || params === null || Array.isArray(params) || 'token' in params) return frame(body);
-    return frame(Buffer.from(JSON.stringify({ ...message, params: { ...params, token: this.token } })));
+    if (typeof params !== 'object' || params === null || Array.isArray(params) || 'token' in params) return frameBody(body);
+    return frameBody(Buffer.from(JSON.stringify({ ...message, params: { ...params, token: this.token } })));
   }
 }
 

@@ -2,9 +2,10 @@
  * `connect`: reach a daemon (shared unix socket, private stdio daemon, or caller streams),
  * handshake, and return the remote `SubagentService`.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
 import { SubagentError, type InitializeParams } from '../protocol/index.js';
+import { readTokenFile, tokenPathFor } from '../common/daemon-token.js';
 import { clientPackageVersion, defaultDaemonCliPath } from './package-paths.js';
 import { reconnectPolicy, type ReconnectOptions } from './reconnect.js';
 import { RemoteSubagentService, type ReconnectSetup } from './remote-service.js';
@@ -117,11 +118,7 @@ function reconnectSetup(options: SocketConnectOptions, logger: ClientLogger): Re
 
 /** The shared daemon writes its token 0600 beside its socket; only this user can read it. */
 function readTokenBeside(socket: string): string | undefined {
-  try {
-    return readFileSync(`${socket}.token`, 'utf8').trim() || undefined;
-  } catch {
-    return undefined;
-  }
+  return readTokenFile(tokenPathFor(socket));
 }
 
 async function openTransport(options: ConnectOptions): Promise<Transport> {

@@ -4,8 +4,7 @@
  * on a failure), a minted run id, `subagent/start` then `subagent/end`.
  */
 import { randomUUID } from 'node:crypto';
-import { SubagentError, depthProblem, type SubagentEndEvent, type SubagentRun, type SubagentStartEvent } from '../protocol/index.js';
-import { assertCapabilities } from './capability-check.js';
+import { SubagentError, assertCapabilities, depthProblem, endEventOf, type SubagentRun, type SubagentStartEvent } from '../protocol/index.js';
 import type { EventHub } from './event-hub.js';
 import type { ClientStartRequest, LocalSubagentProvider } from './types.js';
 
@@ -54,15 +53,7 @@ export class LocalProviders {
     // Observe the result before announcing the start, so start precedes end even for a child
     // that has already settled (the observer always runs on a later microtask).
     run.result.then(
-      (result) => {
-        const end: SubagentEndEvent = {
-          ...identity,
-          stopReason: result.stopReason,
-          ...(result.output.length > 0 ? { lastAssistantMessage: result.output } : {}),
-          ...(result.usage !== undefined ? { usage: result.usage } : {}),
-        };
-        this.events.emit('subagent/end', end);
-      },
+      (result) => this.events.emit('subagent/end', endEventOf(identity, result)),
       () => this.events.emit('subagent/end', { ...identity, stopReason: 'error' }),
     );
     this.events.emit('subagent/start', identity);

@@ -26,6 +26,8 @@ import {
   StartRequest,
   SubagentError,
   WaitRequest,
+  endEventOf,
+  speaksOurMajor,
   type ClientToolDeclaration,
   type AttachResult,
   type ContentBlock,
@@ -612,15 +614,7 @@ export class RemoteSubagentService {
     if (result) {
       record.resolve(result);
       // The daemon's `subagent/end` went nowhere while we were away: tell listeners now.
-      this.events.emit('subagent/end', {
-        runId: record.runId,
-        provider: answer.run.provider,
-        id: answer.run.id,
-        local: false,
-        stopReason: result.stopReason,
-        ...(result.output.length > 0 ? { lastAssistantMessage: result.output } : {}),
-        ...(result.usage ? { usage: result.usage } : {}),
-      });
+      this.events.emit('subagent/end', endEventOf({ runId: record.runId, provider: answer.run.provider, id: answer.run.id, local: false }, result));
       return;
     }
     if (record.cancelOnReattach) {
@@ -717,7 +711,7 @@ async function handshake(
   const params: Mutable<InitializeParams> = { protocolVersion: PROTOCOL_VERSION, clientInfo };
   if (token !== undefined) params.token = token;
   const answer = await channel.request(InitializeRequest, params, { validateAs: 'initialize#result', ...timeout(timeoutMs) });
-  if (major(answer.protocolVersion) !== major(PROTOCOL_VERSION)) {
+  if (!speaksOurMajor(answer.protocolVersion)) {
     throw new SubagentError(
       'PROTOCOL_VERSION',
       `${channel.describe()} speaks protocol ${answer.protocolVersion}, this client ${PROTOCOL_VERSION}; upgrade the older one`,
@@ -729,10 +723,6 @@ async function handshake(
 
 function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
-}
-
-function major(version: string): string {
-  return version.split('.')[0] ?? version;
 }
 
 function toolMap(tools: readonly ClientTool[] | undefined): Map<string, ClientTool> {

@@ -5,6 +5,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { StreamMessageReader, StreamMessageWriter } from 'vscode-jsonrpc/node';
 import { SubagentError } from '../protocol/index.js';
+import { within } from '../common/bounded-wait.js';
+import { climbKillLadder } from '../common/kill-ladder.js';
 import { ClosedSignal, type Transport } from './transport.js';
 
 export interface StdioSpawnOptions {
@@ -75,18 +77,12 @@ async function stopChild(child: ChildProcess, graceMs: number): Promise<void> {
     if (child.exitCode !== null || child.signalCode !== null) resolve();
     else child.once('exit', () => resolve());
   });
-  const within = (ms: number): Promise<boolean> =>
-    new Promise<boolean>((resolve) => {
-      const timer = setTimeout(resolve, ms, false);
-      void exited.then(() => {
-        clearTimeout(timer);
-        resolve(true);
-      });
-    });
-  child.stdin?.end();
-  if (await within(graceMs)) return;
-  child.kill('SIGTERM');
-  if (await within(graceMs)) return;
-  child.kill('SIGKILL');
-  await exited;
+  await climbKillLadder(
+    [
+      { step: 'stdin', act: () => child.stdin?.end(), waitMs: graceMs },
+      { step: 'SIGTERM', act: () => child.kill('SIGTERM'), waitMs: graceMs },
+      { step: 'SIGKILL', act: () => child.kill('SIGKILL'), waitMs: Infinity },
+    ],
+    (ms) => within(exited, ms),
+  );
 }

@@ -9,6 +9,8 @@ import { SubagentError } from '../protocol/index.js';
 import { socketAccepts } from '../common/socket-probe.js';
 import { connect } from './connect.js';
 import { identify, processExited, type ProcessIdentity } from '../common/process-identity.js';
+import { pollWithin } from '../common/bounded-wait.js';
+import { climbKillLadder } from '../common/kill-ladder.js';
 
 export interface StopDaemonOptions {
   readonly socket: string;
@@ -27,8 +29,6 @@ export interface StopOutcome {
   /** Set when the daemon did not exit by itself and a signal ended it. */
   readonly forced?: 'SIGTERM' | 'SIGKILL';
 }
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Resolves undefined when no daemon answers on the socket. */
 export async function stopDaemon(options: StopDaemonOptions): Promise<StopOutcome | undefined> {
@@ -53,27 +53,34 @@ export async function stopDaemon(options: StopDaemonOptions): Promise<StopOutcom
     await client.close().catch(() => undefined);
   }
   options.onShutdownAccepted?.(target.pid);
-  if (await exited(target, options.socket, timeoutMs + graceMs)) return { pid: target.pid };
-  for (const signal of ['SIGTERM', 'SIGKILL'] as const) {
-    if (processExited(target) === undefined) break; // not ours to signal: we cannot tell it is the same process
-    try {
-      process.kill(target.pid, signal);
-    } catch {
-      return { pid: target.pid };
-    }
-    if (await exited(target, options.socket, graceMs)) return { pid: target.pid, forced: signal };
+  const goneWithin = (ms: number): Promise<boolean> => pollWithin(() => exited(target, options.socket), ms);
+  if (await goneWithin(timeoutMs + graceMs)) return { pid: target.pid };
+  // Not ours to signal when we cannot tell it is still the same process.
+  if (processExited(target) !== undefined) {
+    let vanished = false;
+    const send = (signal: NodeJS.Signals) => () => {
+      try {
+        process.kill(target.pid, signal);
+      } catch {
+        vanished = true; // exited on its own just before the signal
+      }
+    };
+    const forced = await climbKillLadder(
+      [
+        { step: 'SIGTERM', act: send('SIGTERM'), waitMs: graceMs },
+        { step: 'SIGKILL', act: send('SIGKILL'), waitMs: graceMs },
+      ],
+      goneWithin,
+    );
+    if (vanished) return { pid: target.pid };
+    if (forced !== undefined) return { pid: target.pid, forced };
   }
   throw new SubagentError('DAEMON_UNRESPONSIVE', `daemon pid ${target.pid} did not exit; check \`subagentd logs\``);
 }
 
-async function exited(target: ProcessIdentity, socket: string, withinMs: number): Promise<boolean> {
-  const deadline = Date.now() + withinMs;
-  for (;;) {
-    const gone = processExited(target) ?? !(await socketAccepts(socket));
-    if (gone) return true;
-    if (Date.now() > deadline) return false;
-    await sleep(50);
-  }
+/** Its process is gone, or, in another pid namespace, its socket no longer answers. */
+async function exited(target: ProcessIdentity, socket: string): Promise<boolean> {
+  return processExited(target) ?? !(await socketAccepts(socket));
 }
 
 const quiet = { error: () => undefined, warn: () => undefined };

@@ -4,3 +4,8 @@ export * from './messages.js';
 export * from './schemas.js';
 export * from './depth.js';
 export * from './output-cap.js';
+export * from './diagnostic.js';
+export * from './capability-check.js';
+export * from './end-event.js';
+export * from './protocol-version.js';
+export * from './framing.js';

@@ -11,7 +11,7 @@ import type { RunEvent } from '../protocol/index.js';
 import { ByteRing } from '../daemon/providers/acp/byte-ring.js';
 import { buildChildEnv, resolveCommand } from '../daemon/providers/acp/child-env.js';
 import { resolveAcpConfig } from '../daemon/providers/acp/config.js';
-import { boundUtf8, describeFailure } from '../daemon/providers/acp/diagnostic.js';
+import { describeFailure } from '../daemon/providers/acp/diagnostic.js';
 import { guardNdJson, ProtocolViolation } from '../daemon/providers/acp/nd-json-guard.js';
 import { allowOutcome, denyOutcome } from '../daemon/providers/acp/permission-policy.js';
 import { mapStopReason } from '../daemon/providers/acp/stop-reason.js';
@@ -69,9 +69,9 @@ describe('ByteRing and bounded diagnostics', () => {
     expect(ring.tail(8)).toBe('23456789');
   });
 
-  it('caps diagnostics at 4 KiB of UTF-8, visibly', () => {
+  it('caps a failure report at the 4 KiB diagnostic bound, visibly', () => {
     const long = 'é'.repeat(5000);
-    const bounded = boundUtf8(long);
+    const bounded = describeFailure('boom', undefined, long);
     expect(Buffer.byteLength(bounded)).toBeLessThanOrEqual(4096);
     expect(bounded.endsWith('…[truncated]')).toBe(true);
     expect(bounded).not.toContain('\uFFFD');

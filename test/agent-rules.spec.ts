@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { SessionEvent } from '../protocol/index.js';
-import { boundDiagnostic, MAX_DIAGNOSTIC_BYTES } from '../daemon/agent/diagnostic.js';
+import { boundDiagnostic, MAX_DIAGNOSTIC_BYTES, type SessionEvent } from '../protocol/index.js';
 import { seedProblem } from '../daemon/agent/fork-seed.js';
 import { interpolate, personaVariables, TemplateError } from '../daemon/agent/persona.js';
 import { buildRunResult, stopReasonOf } from '../daemon/agent/run-result.js';

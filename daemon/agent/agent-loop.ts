@@ -5,8 +5,7 @@
  * turn always closes with a `turn/end` and a flush, whatever happened inside it.
  */
 import type { Logger } from 'pino';
-import type { ContentBlock, RunEvent, SessionEvent, ToolCall, TurnEndReason } from '../../protocol/index.js';
-import { boundDiagnostic } from './diagnostic.js';
+import { boundDiagnostic, type ContentBlock, type RunEvent, type SessionEvent, type ToolCall, type TurnEndReason } from '../../protocol/index.js';
 import { ModelError, type ModelFinish, type ModelStep, type ResolvedModel } from './model/model-adapter.js';
 import type { SessionLog } from '../store/session-log.js';
 import type { SteeringQueue } from './steering-queue.js';

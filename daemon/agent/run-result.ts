@@ -3,8 +3,7 @@
  * seed or an earlier run of the same session), so a child that said nothing of its own never
  * returns somebody else's message.
  */
-import type { ContentBlock, SessionEvent, SubagentResult, SubagentStopReason, Usage } from '../../protocol/index.js';
-import { boundDiagnostic } from './diagnostic.js';
+import { boundDiagnostic, type ContentBlock, type SessionEvent, type SubagentResult, type SubagentStopReason, type Usage } from '../../protocol/index.js';
 import { STRUCTURED_OUTPUT_TOOL, type StructuredCapture } from './tools/structured-output.js';
 
 export interface RunResultInput {

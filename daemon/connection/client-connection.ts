@@ -35,6 +35,7 @@ import {
   JSONRPC_ERRORS,
   PermissionRequest,
   PROTOCOL_VERSION,
+  speaksOurMajor,
   ProviderAddedNotification,
   ProviderRemovedNotification,
   ProvidersListRequest,
@@ -74,7 +75,7 @@ import type { ChildSubscriber, ContinuableChildren } from '../service/children.j
 import { CountingWriter } from './counting-writer.js';
 import { ProgressBacklog } from './progress-backlog.js';
 import { GuardedMessageReader, type FrameLimits, type Violation } from './guarded-reader.js';
-import { tokensEqual } from './auth-token.js';
+import { tokensEqual } from '../../common/daemon-token.js';
 
 /** A start without a progress token: nothing extra (shared, not allocated per start). */
 const NO_EXTRAS: StartExtras = Object.freeze({});
@@ -405,8 +406,7 @@ export class ClientConnection implements RunOwner, ChildSubscriber {
     if (params.clientInfo === undefined && !lsp) {
       throw new SubagentError('INVALID_REQUEST', 'invalid params for initialize: clientInfo is required', { field: '/clientInfo' });
     }
-    const major = (v: string): string => v.split('.')[0] ?? v;
-    if (major(version) !== major(PROTOCOL_VERSION)) {
+    if (!speaksOurMajor(version)) {
       throw new SubagentError(
         'PROTOCOL_VERSION',
         `protocol version mismatch: client speaks ${version}, daemon speaks ${PROTOCOL_VERSION}`,

@@ -11,6 +11,7 @@
  */
 import type { Writable } from 'node:stream';
 import { Emitter, type Event, type Message, type MessageWriter } from 'vscode-jsonrpc/node';
+import { encodeFrame } from '../../protocol/index.js';
 
 export class CountingWriter implements MessageWriter {
   private inFlight = 0;
@@ -120,10 +121,4 @@ export class CountingWriter implements MessageWriter {
     this.errorEmitter.dispose();
     this.closeEmitter.dispose();
   }
-}
-
-/** One frame: the Content-Length header and the JSON body in a single buffer. */
-export function encodeFrame(message: object): Buffer {
-  const body = Buffer.from(JSON.stringify(message), 'utf8');
-  return Buffer.concat([Buffer.from(`Content-Length: ${body.length}\r\n\r\n`, 'ascii'), body]);
 }

@@ -16,7 +16,7 @@
  */
 import type { Readable } from 'node:stream';
 import { AbstractMessageReader, type DataCallback, type Disposable, type Message } from 'vscode-jsonrpc/node';
-import { DEFAULT_MAX_FRAME_BYTES, JSONRPC_ERRORS } from '../../protocol/index.js';
+import { DEFAULT_MAX_FRAME_BYTES, HEADER_END, JSONRPC_ERRORS, declaredLength } from '../../protocol/index.js';
 
 export interface FrameLimits {
   /** Largest body accepted, in bytes. */
@@ -41,7 +41,6 @@ export type Violation =
   | { readonly kind: 'dropped'; readonly message: string }
   | { readonly kind: 'fatal'; readonly message: string };
 
-const HEADER_END = Buffer.from('\r\n\r\n');
 
 export class GuardedMessageReader extends AbstractMessageReader {
   private chunks: Buffer[] = [];
@@ -120,18 +119,8 @@ export class GuardedMessageReader extends AbstractMessageReader {
       return false;
     }
     const text = this.take(end + HEADER_END.length).toString('ascii', 0, end);
-    let length: number | undefined;
-    for (const line of text.split('\r\n')) {
-      const colon = line.indexOf(':');
-      if (colon <= 0) return this.fatal(`malformed header line ${JSON.stringify(line.slice(0, 80))}`);
-      const name = line.slice(0, colon).trim().toLowerCase();
-      const value = line.slice(colon + 1).trim();
-      if (name === 'content-length') {
-        if (!/^\d{1,12}$/.test(value)) return this.fatal(`invalid Content-Length ${JSON.stringify(value.slice(0, 40))}`);
-        length = Number(value);
-      }
-    }
-    if (length === undefined) return this.fatal('frame without Content-Length');
+    const length = declaredLength(text);
+    if (typeof length !== 'number') return this.fatal(length.problem);
     if (length > this.limits.maxFrameBytes) {
       return this.fatal(`frame of ${length} bytes over the ${this.limits.maxFrameBytes}-byte limit`);
     }

@@ -5,8 +5,7 @@
  * `cap` bytes when it settles. Each cut is named in the result's diagnostic, so the owner learns
  * it from the result as well as from the marker.
  */
-import { capBlocks, truncationNote, TRUNCATION_MARKER, type RunEvent, type SubagentResult } from '../../protocol/index.js';
-import { boundDiagnostic } from '../agent/diagnostic.js';
+import { boundDiagnostic, capBlocks, truncationNote, TRUNCATION_MARKER, type RunEvent, type SubagentResult } from '../../protocol/index.js';
 
 export class StreamBudget {
   private used = 0;

@@ -1,29 +1,15 @@
 /**
  * The seam's start-time checks, in its fixed order: capabilities (outputSchema, maxDepth,
- * toolFilter, persona — the first missing one fails and the provider is never called), the
+ * toolFilter, persona — the first missing one fails and the provider is never called;
+ * protocol/capability-check.ts), the
  * maxDepth value, the schema subset; then the child's depth from the parent reference.
  */
-import { SubagentError, depthProblem, type ParentRef, type StartParams } from '../../protocol/index.js';
+import { SubagentError, assertCapabilities, depthProblem, type ParentRef, type StartParams } from '../../protocol/index.js';
 import type { DaemonProvider } from '../provider.js';
 import { assertObjectJsonSchema } from './output-schema.js';
 
-const CAPABILITY_ORDER = [
-  ['outputSchema', 'outputSchema'],
-  ['maxDepth', 'depthLimit'],
-  ['toolFilter', 'toolFilter'],
-  ['persona', 'persona'],
-] as const;
-
 export function checkStartRequest(provider: DaemonProvider, params: StartParams): void {
-  for (const [field, capability] of CAPABILITY_ORDER) {
-    if (params[field] !== undefined && !provider.capabilities[capability]) {
-      throw new SubagentError(
-        'UNSUPPORTED_CAPABILITY',
-        `provider "${provider.name}" does not support ${field} (capability "${capability}" is false)`,
-        { field: `/${field}` },
-      );
-    }
-  }
+  assertCapabilities(provider, params);
   if (params.maxDepth !== undefined) requireDepthValue(params.maxDepth, '/maxDepth');
   if (params.outputSchema !== undefined) assertObjectJsonSchema(params.outputSchema);
 }

@@ -18,7 +18,7 @@ import { Readable, Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import * as acp from '@agentclientprotocol/sdk';
 import type { Logger } from 'pino';
-import { SubagentError, type ContentBlock } from '../../../protocol/index.js';
+import { SubagentError, boundDiagnostic, type ContentBlock } from '../../../protocol/index.js';
 import type { ProviderStartRequest } from '../../provider.js';
 import { readInitializeAnswer, readNewSessionAnswer, readPromptAnswer } from './acp-responses.js';
 import type { AgentGroups } from './agent-groups.js';
@@ -27,11 +27,11 @@ import { buildChildEnv, resolveCommand } from './child-env.js';
 import { buildClientApp, type SessionBinding } from './client-requests.js';
 import type { ResolvedAcpConfig } from './config.js';
 import { hasImage, toAcpContent } from './content-mapping.js';
-import { boundUtf8, describeFailure } from './diagnostic.js';
+import { describeFailure } from './diagnostic.js';
 import { guardNdJson, ProtocolViolation } from './nd-json-guard.js';
 import type { StructuredOutput } from './structured-output.js';
 import { Turn } from './turn.js';
-import { within } from './within.js';
+import { within } from '../../../common/bounded-wait.js';
 import { WorkspaceFs } from './workspace-fs.js';
 
 /** How long a dead agent's stdout may stay open (a grandchild holding it) before we stop reading. */
@@ -48,7 +48,7 @@ const ERROR_DATA_BYTES = 1024;
 /** An error as a diagnostic says it; an agent's JSON-RPC `data` often holds the real cause. */
 function message(error: unknown): string {
   if (error instanceof acp.RequestError) {
-    const data = error.data === undefined ? '' : `; data: ${boundUtf8(JSON.stringify(error.data) ?? String(error.data), ERROR_DATA_BYTES)}`;
+    const data = error.data === undefined ? '' : `; data: ${boundDiagnostic(JSON.stringify(error.data) ?? String(error.data), ERROR_DATA_BYTES)}`;
     return `${error.message} (JSON-RPC error ${error.code}${data})`;
   }
   return error instanceof Error ? error.message : String(error);

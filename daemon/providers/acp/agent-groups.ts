@@ -18,6 +18,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import { processStartTime, type ProcessIdentity } from '../../../common/process-identity.js';
+import { pollWithin } from '../../../common/bounded-wait.js';
+import { climbKillLadder } from '../../../common/kill-ladder.js';
 
 export function agentGroupsDir(stateDir: string): string {
   return join(stateDir, 'agents');
@@ -99,11 +101,15 @@ export function reapAgentGroups(
   if (groups.length === 0) return Promise.resolve(0);
   log.warn({ groups }, "reaping ACP agent process groups left by a previous daemon's death");
   return (async () => {
-    signalGroups(groups, 'SIGTERM');
-    if (!(await allGone(groups, grace.term))) {
-      signalGroups(groups, 'SIGKILL');
-      if (!(await allGone(groups, grace.kill))) log.error({ groups: groups.filter((g) => groupMembers(g).length > 0) }, 'agent groups survived SIGKILL');
-    }
+    const endedBy = await climbKillLadder(
+      [
+        { step: 'SIGTERM', act: () => signalGroups(groups, 'SIGTERM'), waitMs: grace.term },
+        { step: 'SIGKILL', act: () => signalGroups(groups, 'SIGKILL'), waitMs: grace.kill },
+      ],
+      // Not our children: nothing to wait on but /proc.
+      (ms) => pollWithin(() => groups.every((g) => groupMembers(g).length === 0), ms),
+    );
+    if (endedBy === undefined) log.error({ groups: groups.filter((g) => groupMembers(g).length > 0) }, 'agent groups survived SIGKILL');
     return groups.length;
   })();
 }
@@ -155,14 +161,5 @@ function signalGroups(groups: readonly number[], signal: NodeJS.Signals): void {
     } catch {
       // already gone
     }
-  }
-}
-
-async function allGone(groups: readonly number[], withinMs: number): Promise<boolean> {
-  // Not our children: nothing to wait on but /proc. Bounded polling.
-  for (let waited = 0; ; waited += 50) {
-    if (groups.every((g) => groupMembers(g).length === 0)) return true;
-    if (waited >= withinMs) return false;
-    await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }

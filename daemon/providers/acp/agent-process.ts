@@ -9,7 +9,8 @@ import { identify } from '../../../common/process-identity.js';
 import type { AgentGroups } from './agent-groups.js';
 import { ByteRing } from './byte-ring.js';
 import { STDERR_TAIL_BYTES } from './diagnostic.js';
-import { within } from './within.js';
+import { within } from '../../../common/bounded-wait.js';
+import { climbKillLadder } from '../../../common/kill-ladder.js';
 
 export interface ExitStatus {
   readonly code: number | null;
@@ -143,16 +144,17 @@ export class AgentProcess {
 
   private async runLadder(ladder: KillLadder): Promise<void> {
     if (!this.status) {
-      this.child.stdin.end();
-      if (!(await within(this.exited, ladder.stdin)) && !this.status) {
-        this.signal('SIGTERM');
-        if (!(await within(this.exited, ladder.term)) && !this.status) {
-          this.signal('SIGKILL');
-          if (!(await within(this.exited, SIGKILL_WAIT_MS))) {
-            this.log.error({ pid: this.pid }, 'agent process did not exit after SIGKILL');
-            return;
-          }
-        }
+      const endedBy = await climbKillLadder(
+        [
+          { step: 'stdin', act: () => this.child.stdin.end(), waitMs: ladder.stdin },
+          { step: 'SIGTERM', act: () => this.signal('SIGTERM'), waitMs: ladder.term },
+          { step: 'SIGKILL', act: () => this.signal('SIGKILL'), waitMs: SIGKILL_WAIT_MS },
+        ],
+        (ms) => within(this.exited, ms),
+      );
+      if (endedBy === undefined) {
+        this.log.error({ pid: this.pid }, 'agent process did not exit after SIGKILL');
+        return;
       }
     }
     await this.exited;

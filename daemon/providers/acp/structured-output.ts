@@ -4,8 +4,7 @@
  * message that is not valid JSON for the schema fails the run; there is no re-prompt.
  */
 import { Ajv, type ValidateFunction } from 'ajv';
-import { SubagentError, type ObjectJsonSchema } from '../../../protocol/index.js';
-import { boundUtf8 } from './diagnostic.js';
+import { SubagentError, boundDiagnostic, type ObjectJsonSchema } from '../../../protocol/index.js';
 
 export type StructuredCheck = { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly diagnostic: string };
 
@@ -44,11 +43,11 @@ export function compileStructuredOutput(schema: ObjectJsonSchema): StructuredOut
         value = JSON.parse(body);
       } catch (error) {
         const reason = error instanceof Error ? error.message : String(error);
-        return { ok: false, diagnostic: boundUtf8(`final message is not valid JSON (${reason})`) };
+        return { ok: false, diagnostic: boundDiagnostic(`final message is not valid JSON (${reason})`) };
       }
       if (!validate(value)) {
         const errors = validate.errors?.map((e) => `${e.instancePath || '/'} ${e.message ?? 'is invalid'}`).join('; ');
-        return { ok: false, diagnostic: boundUtf8(`final message does not match the output schema: ${errors ?? 'invalid'}`) };
+        return { ok: false, diagnostic: boundDiagnostic(`final message does not match the output schema: ${errors ?? 'invalid'}`) };
       }
       return { ok: true, value };
     },

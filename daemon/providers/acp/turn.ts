@@ -4,8 +4,7 @@
  * on the agent's stop reason, a local cancel, or a failure of the agent or its connection.
  */
 import type * as acp from '@agentclientprotocol/sdk';
-import { DEFAULT_MAX_OUTPUT_BYTES, type ContentBlock, type RunEvent, type SubagentResult, type SubagentStopReason } from '../../../protocol/index.js';
-import { boundUtf8 } from './diagnostic.js';
+import { DEFAULT_MAX_OUTPUT_BYTES, boundDiagnostic, type ContentBlock, type RunEvent, type SubagentResult, type SubagentStopReason } from '../../../protocol/index.js';
 import { mapStopReason } from './stop-reason.js';
 import type { StructuredOutput } from './structured-output.js';
 
@@ -107,7 +106,7 @@ export class Turn {
     const reason = mapStopReason(stopReason);
     const text = this.finalText();
     if (reason === 'error') {
-      this.resolveWith({ output: blocks(text), stopReason: 'error', diagnostic: boundUtf8(`agent ended the turn with unknown stop reason ${JSON.stringify(stopReason)}`) });
+      this.resolveWith({ output: blocks(text), stopReason: 'error', diagnostic: boundDiagnostic(`agent ended the turn with unknown stop reason ${JSON.stringify(stopReason)}`) });
       return;
     }
     if (reason === 'completed' && this.options.structured) {
@@ -125,7 +124,7 @@ export class Turn {
   /** The agent or its connection failed; whatever text arrived is kept as partial output. */
   fail(diagnostic: string): void {
     if (this.settled) return;
-    this.resolveWith({ output: blocks(this.finalText()), stopReason: 'error', diagnostic: boundUtf8(diagnostic) });
+    this.resolveWith({ output: blocks(this.finalText()), stopReason: 'error', diagnostic: boundDiagnostic(diagnostic) });
   }
 
   /** Settle `aborted` now; the agent's own answer to the cancel is not awaited. */
@@ -155,7 +154,7 @@ export class Turn {
     if (this.denials.length === 0) return result;
     const n = this.denials.length;
     const list = `the agent was refused ${n} request${n === 1 ? '' : 's'}: ${this.denials.join('; ')}`;
-    return { ...result, diagnostic: boundUtf8(result.diagnostic === undefined ? list : `${result.diagnostic}; ${list}`) };
+    return { ...result, diagnostic: boundDiagnostic(result.diagnostic === undefined ? list : `${result.diagnostic}; ${list}`) };
   }
 
   private appendText(text: string, messageId: string | undefined): void {

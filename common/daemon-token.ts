@@ -1,7 +1,9 @@
 /**
- * The per-daemon token: random, written 0600 beside the socket, presented at `initialize`, so a
- * socket path alone (handed to the wrong process, or reached through a looser directory) is not
- * enough to drive the daemon.
+ * The per-daemon token: random, written 0600 beside the socket (`<socket>.token`), presented at
+ * `initialize`, so a socket path alone (handed to the wrong process, or reached through a looser
+ * directory) is not enough to drive the daemon. One home for where the file is, how it is written
+ * and read, and how a presented token is compared: the daemon writes and checks it, the client
+ * and the `connect` relay read it.
  */
 import { randomBytes, timingSafeEqual, createHash } from 'node:crypto';
 import { readFileSync, writeFileSync, renameSync } from 'node:fs';

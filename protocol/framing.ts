@@ -1,0 +1,39 @@
+/**
+ * LSP base-protocol framing, as both sides and the `connect` relay write and read it: a header
+ * block ending in CRLF CRLF whose `Content-Length` gives the body's size in bytes, then the body.
+ * Writers send exactly one header; readers take any header lines but need a valid length.
+ */
+
+export const HEADER_END = Buffer.from('\r\n\r\n', 'ascii');
+
+/** One frame: the header and `body` in a single buffer (one write per message). */
+export function frameBody(body: Buffer): Buffer {
+  const header = `Content-Length: ${body.length}\r\n\r\n`;
+  const frame = Buffer.allocUnsafe(header.length + body.length);
+  frame.write(header, 0, 'ascii');
+  body.copy(frame, header.length);
+  return frame;
+}
+
+/** One frame holding `message` as JSON. */
+export function encodeFrame(message: object): Buffer {
+  return frameBody(Buffer.from(JSON.stringify(message), 'utf8'));
+}
+
+/**
+ * The body length a header block declares (its text without the final CRLF CRLF), or why it is
+ * not a header block we accept: a line without a name, a length that is not 1 to 12 digits, no
+ * length at all.
+ */
+export function declaredLength(headerText: string): number | { readonly problem: string } {
+  let length: number | undefined;
+  for (const line of headerText.split('\r\n')) {
+    const colon = line.indexOf(':');
+    if (colon <= 0) return { problem: `malformed header line ${JSON.stringify(line.slice(0, 80))}` };
+    if (line.slice(0, colon).trim().toLowerCase() !== 'content-length') continue;
+    const value = line.slice(colon + 1).trim();
+    if (!/^\d{1,12}$/.test(value)) return { problem: `invalid Content-Length ${JSON.stringify(value.slice(0, 40))}` };
+    length = Number(value);
+  }
+  return length ?? { problem: 'frame without Content-Length' };
+}
