@@ -7,7 +7,7 @@ import { Readable, Writable } from 'node:stream';
 import * as acp from '@agentclientprotocol/sdk';
 import type { PermissionHandler } from '../client/index.js';
 import type { CommonSettings } from './options.js';
-import { DAEMON_VERSION } from '../daemon/ops/version.js';
+import { packageVersion } from '../common/package-info.js';
 import { createAcpFace } from '../faces/acp/acp-face.js';
 import { SessionStore } from '../faces/acp/session-store.js';
 import { openFaceClient } from './face-client.js';
@@ -24,7 +24,7 @@ export async function acpCommand(settings: CommonSettings, options: FaceCommandO
     service,
     provider: options.providers[0] ?? 'spawn',
     store: new SessionStore(join(settings.stateDir, 'acp-sessions')),
-    version: DAEMON_VERSION,
+    version: packageVersion(),
     readLog: async (childId) => (await readSession(settings, childId))?.events,
     ...(model !== undefined && { model }),
   });

@@ -5,7 +5,7 @@
  * completion are generated from the table (see command-table.ts). Entered from main.ts.
  */
 import { DAEMON_FLAGS } from './options.js';
-import { DAEMON_VERSION } from '../daemon/ops/version.js';
+import { packageVersion } from '../common/package-info.js';
 import { commandHelp, parseCommand, usage, UsageError, type CommandInput, type CommandSpec } from './command-table.js';
 import { completionScript, SHELLS } from './completion.js';
 import { reportError } from './error-report.js';
@@ -251,7 +251,7 @@ async function runCommandLine(argv: string[]): Promise<number> {
   }
   if (name === '--help' || name === '-h') return find('help').run(parseCommand(find('help'), []));
   if (name === '--version' || name === '-V') {
-    process.stdout.write(rest.includes('--json') ? `${JSON.stringify({ version: DAEMON_VERSION })}\n` : `subagentd ${DAEMON_VERSION}\n`);
+    process.stdout.write(rest.includes('--json') ? `${JSON.stringify({ version: packageVersion() })}\n` : `subagentd ${packageVersion()}\n`);
     return 0;
   }
   const spec = find(name);

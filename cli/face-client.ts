@@ -5,7 +5,7 @@
  */
 import { connect, ensureDaemon, type PermissionHandler, type RemoteSubagentService } from '../client/index.js';
 import type { CommonSettings } from './options.js';
-import { DAEMON_VERSION } from '../daemon/ops/version.js';
+import { packageVersion } from '../common/package-info.js';
 
 export async function openFaceClient(
   settings: CommonSettings,
@@ -16,7 +16,7 @@ export async function openFaceClient(
     void process.stderr.write(`subagentd ${face}: ${message}${error === undefined ? '' : `: ${error instanceof Error ? error.message : String(error)}`}\n`);
   return connect({
     socket: settings.socket,
-    clientInfo: { name: `subagentd-${face}`, version: DAEMON_VERSION },
+    clientInfo: { name: `subagentd-${face}`, version: packageVersion() },
     reconnect: true,
     logger: { error: say, warn: say },
     ...(onPermission !== undefined && { onPermission }),

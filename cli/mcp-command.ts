@@ -1,7 +1,7 @@
 /** `subagentd mcp`: the MCP face on stdio (faces/mcp), over the shared daemon. */
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import type { CommonSettings } from './options.js';
-import { DAEMON_VERSION } from '../daemon/ops/version.js';
+import { packageVersion } from '../common/package-info.js';
 import { createMcpFace } from '../faces/mcp/mcp-face.js';
 import type { BackgroundMode } from '../tool/index.js';
 import { openFaceClient, untilHostLeaves } from './face-client.js';
@@ -21,7 +21,7 @@ export async function mcpCommand(settings: CommonSettings, options: FaceCommandO
       service,
       providers: options.providers.length > 0 ? options.providers : ['spawn'],
       cwd: process.cwd(),
-      version: DAEMON_VERSION,
+      version: packageVersion(),
       ...(model !== undefined && { model }),
       ...(options.backgroundMode !== undefined && { backgroundMode: options.backgroundMode }),
     });

@@ -1,6 +1,5 @@
 /** The ops commands: start, stop, restart, status, runs, inspect, logs. */
 import { existsSync, readFileSync, statSync, watchFile, unwatchFile, openSync, readSync, closeSync } from 'node:fs';
-import { join } from 'node:path';
 import type { SessionEvent, SessionHeader } from '../protocol/index.js';
 import { SubagentError, type RunInfo, type RunState, type StatusResult } from '../protocol/index.js';
 import { ConfigError } from '../daemon/config.js';
@@ -8,7 +7,7 @@ import { ensureDaemon } from '../client/auto-start.js';
 import { stopDaemon, type StopOutcome } from '../client/stop-daemon.js';
 import { readSessionFile } from '../daemon/store/session-reader.js';
 import type { CommonSettings } from './options.js';
-import { stateFiles } from '../daemon/ops/paths.js';
+import { sessionFilePath, stateFiles } from '../daemon/ops/paths.js';
 import { openClient } from './daemon-client.js';
 import { bytes, duration, since, table } from './format.js';
 
@@ -231,7 +230,7 @@ export async function inspectCommand(settings: CommonSettings, runId: string, fo
 }
 
 export async function readSession(settings: CommonSettings, id: string): Promise<{ header: SessionHeader; events: SessionEvent[] } | undefined> {
-  const file = join(stateFiles(settings.stateDir).sessions, `${id}.jsonl`);
+  const file = sessionFilePath(stateFiles(settings.stateDir).sessions, id);
   if (!existsSync(file)) return undefined;
   const loaded = await readSessionFile(file);
   return { header: loaded.header, events: [...loaded.events] };

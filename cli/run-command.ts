@@ -8,7 +8,7 @@ import { isAbsolute, resolve } from 'node:path';
 import { SubagentError, type ObjectJsonSchema, type RunEvent, type StartProgress, type SubagentResult } from '../protocol/index.js';
 import { describeRetry, describeStartProgress } from '../common/progress-text.js';
 import type { CommonSettings } from './options.js';
-import { packageRoot } from '../client/package-paths.js';
+import { packageRoot } from '../common/package-info.js';
 import type { RemoteSubagentService } from '../client/index.js';
 import { openClient } from './daemon-client.js';
 import { StatusLine } from './status-line.js';

@@ -6,7 +6,8 @@ import { existsSync } from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
 import { SubagentError, type InitializeParams } from '../protocol/index.js';
 import { readTokenFile, tokenPathFor } from '../common/daemon-token.js';
-import { clientPackageVersion, defaultDaemonCliPath } from './package-paths.js';
+import { defaultDaemonCliPath } from './package-paths.js';
+import { packageVersion } from '../common/package-info.js';
 import { reconnectPolicy, type ReconnectOptions } from './reconnect.js';
 import { RemoteSubagentService, type ReconnectSetup } from './remote-service.js';
 import { RpcChannel } from './rpc-channel.js';
@@ -87,7 +88,7 @@ export async function connect(options: ConnectOptions): Promise<RemoteSubagentSe
   const channel = new RpcChannel(transport, logger);
   try {
     return await RemoteSubagentService.open(channel, {
-      clientInfo: options.clientInfo ?? { name: 'subagentd-client', version: clientPackageVersion() },
+      clientInfo: options.clientInfo ?? { name: 'subagentd-client', version: packageVersion() },
       logger,
       ...(token !== undefined ? { token } : {}),
       ...(options.requestTimeoutMs !== undefined ? { requestTimeoutMs: options.requestTimeoutMs } : {}),

@@ -27,7 +27,7 @@ import { DEFAULT_RUN_RETENTION, DEFAULT_SESSION_RETENTION, pruneRuns, type Reten
 import { pruneSessions } from './store/session-retention.js';
 import { listenUnix } from './listen/unix-socket.js';
 import { listenLoopbackTcp, readPrivateToken } from './listen/loopback-tcp.js';
-import { DAEMON_VERSION } from './ops/version.js';
+import { packageVersion } from '../common/package-info.js';
 import { createLogger } from './ops/logger.js';
 import { stateFiles } from './ops/paths.js';
 
@@ -119,7 +119,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
   const startedAt = new Date();
   const identity: DaemonIdentity = {
     name: 'subagentd',
-    version: DAEMON_VERSION,
+    version: packageVersion(),
     pid: process.pid,
     startedAt: startedAt.toISOString(),
     epoch: randomBytes(12).toString('base64url'),
@@ -295,7 +295,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
       );
       socketPath = path;
       listeners.push({ close: listener.close, tokenPath });
-      log.info({ socket: path, version: DAEMON_VERSION, epoch: identity.epoch }, 'daemon listening');
+      log.info({ socket: path, version: packageVersion(), epoch: identity.epoch }, 'daemon listening');
     },
     async listenTcp({ host, port, tokenFile, maxConnections = DEFAULT_MAX_TCP_CONNECTIONS, authTimeoutMs = DEFAULT_TCP_AUTH_TIMEOUT_MS }) {
       const tcpToken = readPrivateToken(tokenFile);

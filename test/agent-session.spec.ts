@@ -2,7 +2,8 @@ import { appendFile, readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { SessionEvent, SessionHeader } from '../protocol/index.js';
-import { SessionLog, sessionFilePath } from '../daemon/store/session-log.js';
+import { SessionLog } from '../daemon/store/session-log.js';
+import { sessionFilePath } from '../daemon/ops/paths.js';
 import { readSessionFile, SessionFileError } from '../daemon/store/session-reader.js';
 import { useTempDirs } from './support/scripted-fixtures.js';
 

@@ -17,3 +17,8 @@ export const stateFiles = (stateDir: string) => ({
   children: join(stateDir, 'children.jsonl'),
   sessions: join(stateDir, 'sessions'),
 });
+
+/** One child's session log in the sessions folder: `<sessions>/<sessionId>.jsonl`. */
+export function sessionFilePath(sessionsDir: string, sessionId: string): string {
+  return join(sessionsDir, `${sessionId}.jsonl`);
+}

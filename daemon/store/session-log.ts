@@ -8,7 +8,7 @@
  * already holds stays whole and readable.
  */
 import { mkdir, open, rm, type FileHandle } from 'node:fs/promises';
-import { join } from 'node:path';
+import { sessionFilePath } from '../ops/paths.js';
 import type { SessionEvent, SessionHeader } from '../../protocol/index.js';
 import { describeWriteFault, errnoOf } from './state-faults.js';
 
@@ -22,10 +22,6 @@ export class SessionWriteError extends Error {
     super(`session log ${describeWriteFault(path, cause)}`, { cause });
     this.code = errnoOf(cause);
   }
-}
-
-export function sessionFilePath(dir: string, id: string): string {
-  return join(dir, `${id}.jsonl`);
 }
 
 export class SessionLog {

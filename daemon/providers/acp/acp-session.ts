@@ -32,6 +32,7 @@ import { guardNdJson, ProtocolViolation } from './nd-json-guard.js';
 import type { StructuredOutput } from './structured-output.js';
 import { Turn } from './turn.js';
 import { within } from '../../../common/bounded-wait.js';
+import { packageVersion } from '../../../common/package-info.js';
 import { WorkspaceFs } from './workspace-fs.js';
 
 /** How long a dead agent's stdout may stay open (a grandchild holding it) before we stop reading. */
@@ -329,7 +330,7 @@ export class AcpSession {
         fs: { readTextFile: this.config.fileAccess.read, writeTextFile: this.config.fileAccess.write },
         terminal: false,
       },
-      clientInfo: { name: 'subagentd', version: '0.1.0' },
+      clientInfo: { name: 'subagentd', version: packageVersion() },
     });
     const answer = readInitializeAnswer(init);
     if (answer.protocolVersion !== acp.PROTOCOL_VERSION) {
