@@ -3,9 +3,9 @@
  * (`child/start`): each copied only when present, the parent as a wire reference, and the one
  * depth check the daemon cannot make itself. One home, so the two starts never drift apart.
  */
-import { SubagentError, depthProblem, type ParentRef, type ProviderDescriptor } from '../protocol/index.js';
+import { SubagentError, depthProblem, type ClientToolDeclaration, type ParentRef, type ProviderDescriptor, type StartParams } from '../protocol/index.js';
 import { toParentRef } from './parent-ref.js';
-import type { ClientStartRequest } from './types.js';
+import type { ClientStartRequest, ClientTool } from './types.js';
 
 export interface CommonStartFields {
   provider: string;
@@ -51,3 +51,35 @@ function refuseNegativeZero(fields: CommonStartFields, descriptor: ProviderDescr
     if (Object.is(value, -0)) throw new SubagentError('INVALID_REQUEST', depthProblem(value, field)!, { field });
   }
 }
+
+/** The client tools of a start by name; a name given twice is INVALID_REQUEST at its index. */
+export function toolMap(tools: readonly ClientTool[] | undefined): Map<string, ClientTool> {
+  const map = new Map<string, ClientTool>();
+  tools?.forEach((tool, index) => {
+    if (map.has(tool.name)) {
+      throw new SubagentError('INVALID_REQUEST', `/tools/${index}/name repeats the tool name '${tool.name}'`, {
+        field: `/tools/${index}/name`,
+      });
+    }
+    map.set(tool.name, tool);
+  });
+  return map;
+}
+
+/** The wire form of a one-shot start: only fields that are present, tools without their `execute`. */
+export function startParams(
+  name: string,
+  descriptor: ProviderDescriptor,
+  request: ClientStartRequest,
+  tools: ReadonlyMap<string, ClientTool>,
+): StartParams {
+  const params: Mutable<StartParams> = commonStartFields(name, descriptor, request);
+  if (request.outputSchema !== undefined) params.outputSchema = request.outputSchema;
+  if (tools.size > 0) {
+    params.tools = [...tools.values()].map(({ name: toolName, description, inputSchema }): ClientToolDeclaration => ({ name: toolName, description, inputSchema }));
+  }
+  if (request.onEvent) params.stream = true;
+  return params;
+}
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };

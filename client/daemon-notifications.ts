@@ -1,0 +1,85 @@
+/**
+ * What the daemon tells this client unasked: providers added and removed, runs started and
+ * ended, a run's streamed events, and the continuable children's notices. Params are validated
+ * by the channel before we see them; a `subagent/end` that fails its schema still ends its run
+ * (rejected, typed) rather than leaving it waiting for ever.
+ */
+import {
+  ChildReportNotification,
+  ChildSettledNotification,
+  EndNotification,
+  ProviderAddedNotification,
+  ProviderRemovedNotification,
+  RunEventNotification,
+  StartNotification,
+  StartProgressNotification,
+  type ProgressToken,
+  type ValidationFailure,
+} from '../protocol/index.js';
+import type { EventHub } from './event-hub.js';
+import type { LocalProviders } from './local-providers.js';
+import type { ProviderDirectory } from './provider-directory.js';
+import type { RemoteChildren } from './remote-children.js';
+import type { RpcChannel } from './rpc-channel.js';
+import type { RunRecord } from './run-record.js';
+import type { RunTable } from './run-table.js';
+import type { ClientLogger, ClientStartRequest } from './types.js';
+import { invalidFromDaemon } from './wire-errors.js';
+
+export interface NotificationTargets {
+  readonly events: EventHub;
+  readonly directory: ProviderDirectory;
+  readonly local: LocalProviders;
+  readonly runs: RunTable;
+  readonly logger: ClientLogger;
+  /** The service's continuable children, when the daemon offers them. */
+  children(): RemoteChildren | undefined;
+  /** The `onStartProgress` of the unanswered start that sent `token`, if any. */
+  startProgress(token: ProgressToken): ClientStartRequest['onStartProgress'];
+}
+
+export function serveDaemonNotifications(channel: RpcChannel, targets: NotificationTargets): void {
+  const { events, directory, local, runs, logger } = targets;
+  channel.onNotification(ProviderAddedNotification, 'subagent/provider-added', ({ provider }) => {
+    if (local.get(provider.name)) logger.warn?.(`the daemon added provider '${provider.name}', which a local provider of that name shadows`);
+    directory.added(provider);
+  });
+  channel.onNotification(ProviderRemovedNotification, 'subagent/provider-removed', ({ name }) => directory.removed(name));
+  channel.onNotification(StartNotification, 'subagent/start', (params) => events.emit('subagent/start', params));
+  channel.onNotification(StartProgressNotification, '$/progress', ({ token, value }) => targets.startProgress(token)?.(value));
+  channel.onNotification(
+    EndNotification,
+    'subagent/end',
+    (params) => {
+      const { result: _result, error: _error, ...event } = params;
+      whenKnown(runs, params.runId, (record) => record.ended(params));
+      events.emit('subagent/end', event);
+    },
+    (params, failure) => invalidEnd(targets, params, failure),
+  );
+  channel.onNotification(RunEventNotification, 'run/event', (params) => whenKnown(runs, params.runId, (record) => record.deliver(params.event)));
+  channel.onNotification(ChildSettledNotification, 'child/settled', (notice) => targets.children()?.deliver(notice));
+  channel.onNotification(ChildReportNotification, 'child/report', (report) => targets.children()?.deliverReport(report));
+}
+
+/**
+ * A run's end that fails the inbound schema (an answer over the client's text cap, say) still
+ * ends the run: its result rejects with the reason, typed, rather than waiting for ever.
+ */
+function invalidEnd(targets: NotificationTargets, params: unknown, failure: ValidationFailure): void {
+  const fields = (typeof params === 'object' && params !== null ? params : {}) as Record<string, unknown>;
+  const { runId, provider, id } = fields;
+  if (typeof runId !== 'string') return;
+  const error = invalidFromDaemon(`subagent/end for run ${runId}`, failure);
+  whenKnown(targets.runs, runId, (record) => record.fail(error));
+  if (typeof provider === 'string' && typeof id === 'string') {
+    targets.events.emit('subagent/end', { runId, provider, id, local: fields['local'] === true, stopReason: 'error' });
+  }
+}
+
+/** Apply to a run's record now, or once its start answer is in; unknown runs are ignored. */
+function whenKnown(runs: RunTable, runId: string, apply: (record: RunRecord) => void): void {
+  const found = runs.lookup(runId);
+  if (found instanceof Promise) void found.then((record) => record && apply(record));
+  else if (found) apply(found);
+}
