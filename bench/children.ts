@@ -60,26 +60,19 @@ export async function childAgents(report: Report, cleanup: Cleanup, world: Bench
   const daemon = await daemonProcess(cleanup, config);
   const [service] = await clients(cleanup, daemon.socket, 1, 'children');
 
-  const inProcessOnce = async (): Promise<number[]> => {
+  /** One child: [start answered, result in], in ms from the call. */
+  const timedRun = (what: string, start: () => Promise<{ result: Promise<SubagentResult>; dispose(): Promise<void> }>) => async (): Promise<number[]> => {
     const t0 = performance.now();
-    const run = await provider.start({ prompt: TASK, parent, childDepth: 1, signal: abortSignal(), host: benchHost() });
+    const run = await start();
     const t1 = performance.now();
     const result = await run.result;
     const t2 = performance.now();
-    expectCompleted(result, 'in-process spawn');
+    expectCompleted(result, what);
     await run.dispose();
     return [t1 - t0, t2 - t0];
   };
-  const socketOnce = async (): Promise<number[]> => {
-    const t0 = performance.now();
-    const run = await service!.start('spawn', { prompt: TASK, parent, signal: abortSignal() });
-    const t1 = performance.now();
-    const result = await run.result;
-    const t2 = performance.now();
-    expectCompleted(result, 'spawn over the socket');
-    await run.dispose();
-    return [t1 - t0, t2 - t0];
-  };
+  const inProcessOnce = timedRun('in-process spawn', () => provider.start({ prompt: TASK, parent, childDepth: 1, signal: abortSignal(), host: benchHost() }));
+  const socketOnce = timedRun('spawn over the socket', () => service!.start('spawn', { prompt: TASK, parent, signal: abortSignal() }));
   const results = await interleaved(
     [
       { name: 'in', bounds: options.perRun, once: inProcessOnce },

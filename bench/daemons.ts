@@ -6,7 +6,7 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join } from 'node:path';
 import { pino } from 'pino';
 import { connect } from '../client/index.js';
 import type { RemoteSubagentService } from '../client/index.js';
@@ -17,10 +17,9 @@ import { createProviders } from '../test/fixtures/test-providers.js';
 import { sleep, withTimeout, type Cleanup } from './procs.js';
 import { socketAccepts } from '../common/socket-probe.js';
 
-/** This file runs as dist/bench/daemons.js: the repository is two levels up. */
-export const REPO = resolve(import.meta.dirname, '..', '..');
-export const CLI = join(REPO, 'dist', 'cli', 'main.js');
-export const FIXTURE_PROVIDERS = join(REPO, 'dist', 'test', 'fixtures', 'test-providers.js');
+// Where the repository, the built CLI and the fixture providers are: one answer for tests and benchmarks.
+import { CLI, FIXTURE_PROVIDERS, REPO } from '../test/support/daemon-process.js';
+export { CLI, FIXTURE_PROVIDERS, REPO };
 
 export interface InProcessDaemon {
   readonly daemon: Daemon;

@@ -24,22 +24,16 @@ export class RunFaultError extends Error {
   }
 }
 
-export interface RunRecordInit {
+export type RunRecordInit = Pick<RunRecord, 'runId' | 'runToken' | 'provider' | 'runtime' | 'tools' | 'onEvent'> & {
+  readonly logger: ClientLogger;
+};
+
+export class RunRecord {
   readonly runId: string;
   /** The secret `run/attach` takes; kept so a reconnecting service can re-attach the run. */
   readonly runToken: string;
   readonly provider: string;
   /** The provider's runtime capabilities when the run started; a resume keeps them. */
-  readonly runtime: ProviderDescriptor['runtime'];
-  readonly tools: ReadonlyMap<string, ClientTool>;
-  readonly onEvent: ((event: RunEvent) => void) | undefined;
-  readonly logger: ClientLogger;
-}
-
-export class RunRecord {
-  readonly runId: string;
-  readonly runToken: string;
-  readonly provider: string;
   readonly runtime: ProviderDescriptor['runtime'];
   readonly tools: ReadonlyMap<string, ClientTool>;
   readonly onEvent: ((event: RunEvent) => void) | undefined;

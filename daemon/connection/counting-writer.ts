@@ -12,6 +12,7 @@
 import type { Writable } from 'node:stream';
 import { Emitter, type Event, type Message, type MessageWriter } from 'vscode-jsonrpc/node';
 import { encodeFrame } from '../../protocol/index.js';
+import { within } from '../../common/bounded-wait.js';
 
 export class CountingWriter implements MessageWriter {
   private inFlight = 0;
@@ -104,13 +105,7 @@ export class CountingWriter implements MessageWriter {
   /** Resolves once nothing is unsent, or after `timeoutMs` (a peer that never reads). */
   drained(timeoutMs: number): Promise<void> {
     if (this.inFlight === 0) return Promise.resolve();
-    return new Promise((resolve) => {
-      const timer = setTimeout(resolve, timeoutMs);
-      this.idle.push(() => {
-        clearTimeout(timer);
-        resolve();
-      });
-    });
+    return within(new Promise<void>((resolve) => this.idle.push(resolve)), timeoutMs).then(() => undefined);
   }
 
   end(): void {
