@@ -8,23 +8,10 @@ import { createRequire } from 'node:module';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { Ajv, type ValidateFunction } from 'ajv';
 import { MAX_TEXT_BYTES } from '../protocol/index.js';
+import { ACP_PROVIDER_ENTRY_SCHEMA, type AcpProviderConfig } from './providers/acp/config.js';
 
-export interface AcpProviderEntry {
-  readonly name: string;
-  readonly type: 'acp';
-  readonly command: string;
-  readonly args?: string[];
-  readonly env?: Record<string, string>;
-  readonly cwd?: string;
-  readonly permission?: 'allow' | 'allow-in-workspace' | 'deny' | 'ask';
-  readonly fileAccess?: { read: boolean; write: boolean };
-  readonly initializeTimeoutMs?: number;
-  readonly disposeGraceMs?: { stdin: number; term: number };
-  readonly warm?: number;
-  readonly warmIdleMs?: number;
-  readonly reuseProcesses?: boolean;
-  readonly maxProcesses?: number;
-}
+/** A configured ACP agent; its fields and their schema live with the provider (providers/acp/config.ts). */
+export type AcpProviderEntry = AcpProviderConfig & { readonly type: 'acp' };
 
 export interface DaemonConfig {
   readonly socket?: string;
@@ -110,40 +97,7 @@ const schema = {
     maxUnsentBytes: { type: 'integer', minimum: 64 * 1024, maximum: 1024 * 1024 * 1024 },
     requireToken: { type: 'boolean' },
     providerModules: { type: 'array', items: { type: 'string', minLength: 1 } },
-    providers: {
-      type: 'array',
-      items: {
-        type: 'object',
-        additionalProperties: false,
-        required: ['name', 'type', 'command'],
-        properties: {
-          name: { type: 'string', pattern: '^[A-Za-z0-9_.-]{1,128}$' },
-          type: { const: 'acp' },
-          command: { type: 'string', minLength: 1 },
-          args: { type: 'array', items: { type: 'string' } },
-          env: stringMap,
-          cwd: { type: 'string', minLength: 1 },
-          permission: { enum: ['allow', 'allow-in-workspace', 'deny', 'ask'] },
-          fileAccess: {
-            type: 'object',
-            additionalProperties: false,
-            required: ['read', 'write'],
-            properties: { read: { type: 'boolean' }, write: { type: 'boolean' } },
-          },
-          initializeTimeoutMs: positiveInt,
-          disposeGraceMs: {
-            type: 'object',
-            additionalProperties: false,
-            required: ['stdin', 'term'],
-            properties: { stdin: { type: 'integer', minimum: 0 }, term: { type: 'integer', minimum: 0 } },
-          },
-          warm: { type: 'integer', minimum: 0, maximum: 32 },
-          warmIdleMs: positiveInt,
-          reuseProcesses: { type: 'boolean' },
-          maxProcesses: positiveInt,
-        },
-      },
-    },
+    providers: { type: 'array', items: ACP_PROVIDER_ENTRY_SCHEMA },
     model: {
       type: 'object',
       additionalProperties: false,

@@ -11,6 +11,7 @@ import type { RunEvent } from '../protocol/index.js';
 import { ByteRing } from '../daemon/providers/acp/byte-ring.js';
 import { buildChildEnv, resolveCommand } from '../daemon/providers/acp/child-env.js';
 import { resolveAcpConfig } from '../daemon/providers/acp/config.js';
+import { ConfigError, loadConfig } from '../daemon/config.js';
 import { describeFailure } from '../daemon/providers/acp/diagnostic.js';
 import { guardNdJson, ProtocolViolation } from '../daemon/providers/acp/nd-json-guard.js';
 import { allowOutcome, denyOutcome } from '../daemon/providers/acp/permission-policy.js';
@@ -163,6 +164,22 @@ describe('config', () => {
     expect(() => resolveAcpConfig({ name: 'a', command: 'x', warm: 1.5 })).toThrow(/warm must be an integer/);
     expect(() => resolveAcpConfig({ name: 'a', command: 'x', warm: 3, maxProcesses: 2 })).toThrow(/warm \(3\) cannot exceed maxProcesses \(2\)/);
     expect(() => resolveAcpConfig({ name: 'a', command: 'x', warmIdleMs: -1 })).toThrow(/warmIdleMs/);
+  });
+
+  it('reads a config file entry with the provider’s own schema: every policy, and no unknown field', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'acp-config-'));
+    try {
+      const file = join(dir, 'config.json');
+      const entry = { name: 'a', type: 'acp', command: 'agent', permission: 'allow-in-workspace' };
+      await writeFile(file, JSON.stringify({ providers: [entry] }));
+      expect(loadConfig(file).providers).toEqual([entry]);
+      expect(resolveAcpConfig(loadConfig(file).providers![0]!).permission).toBe('allow-in-workspace');
+      await writeFile(file, JSON.stringify({ providers: [{ ...entry, colour: 'red' }] }));
+      expect(() => loadConfig(file)).toThrow(ConfigError);
+      expect(() => loadConfig(file)).toThrow(/colour/);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
 

@@ -1,6 +1,8 @@
 /**
- * Configuration of one ACP provider (one external agent command), and its validated,
- * defaults-applied form. Invalid configuration throws at provider creation, never at a start.
+ * Configuration of one ACP provider (one external agent command): its type, the JSON Schema of
+ * its entry in the daemon's config file (daemon/config.ts validates the file with it), and its
+ * validated, defaults-applied form. One home for the fields, so the file and the code never
+ * disagree. Invalid configuration throws at provider creation, never at a start.
  */
 import { statSync } from 'node:fs';
 import { isAbsolute } from 'node:path';
@@ -56,6 +58,42 @@ export interface AcpProviderConfig {
   readonly maxProcesses?: number;
 }
 
+/** More warm processes than this per provider is a config mistake, not a pool. */
+export const MAX_WARM = 32;
+
+/** An entry of the config file's `providers`: an AcpProviderConfig marked `type: 'acp'`. */
+export const ACP_PROVIDER_ENTRY_SCHEMA = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['name', 'type', 'command'],
+  properties: {
+    name: { type: 'string', pattern: '^[A-Za-z0-9_.-]{1,128}$' },
+    type: { const: 'acp' },
+    command: { type: 'string', minLength: 1 },
+    args: { type: 'array', items: { type: 'string' } },
+    env: { type: 'object', additionalProperties: { type: 'string' } },
+    cwd: { type: 'string', minLength: 1 },
+    permission: { enum: POLICIES },
+    fileAccess: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['read', 'write'],
+      properties: { read: { type: 'boolean' }, write: { type: 'boolean' } },
+    },
+    initializeTimeoutMs: { type: 'integer', minimum: 1 },
+    disposeGraceMs: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['stdin', 'term'],
+      properties: { stdin: { type: 'integer', minimum: 0 }, term: { type: 'integer', minimum: 0 } },
+    },
+    warm: { type: 'integer', minimum: 0, maximum: MAX_WARM },
+    warmIdleMs: { type: 'integer', minimum: 1 },
+    reuseProcesses: { type: 'boolean' },
+    maxProcesses: { type: 'integer', minimum: 1 },
+  },
+} as const;
+
 export interface ResolvedAcpConfig {
   readonly name: string;
   readonly command: string;
@@ -80,9 +118,6 @@ export const ACP_DEFAULTS = {
   warm: 0,
   warmIdleMs: 600_000,
 } as const;
-
-/** More warm processes than this per provider is a config mistake, not a pool. */
-export const MAX_WARM = 32;
 
 function fail(name: string, message: string): never {
   throw new TypeError(`acp provider "${name}": ${message}`);
