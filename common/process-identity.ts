@@ -3,10 +3,11 @@
  * we recorded. The start time is field 22 of `/proc/<pid>/stat` (clock ticks since boot): it never
  * changes for a process and two processes with the same pid cannot share it. A zombie has exited:
  * it holds nothing and does nothing. Without /proc (not Linux, another pid namespace) the start
- * time is unknown and identity falls back to "pid alive". One home for the daemon's lock and agent
- * records and the client's wait for a stopped daemon.
+ * time is unknown and identity falls back to "pid alive". One home for reading /proc/<pid>/stat:
+ * the daemon's lock and agent records, the agent-group reaper and the client's wait for a
+ * stopped daemon.
  */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 
 export interface ProcessIdentity {
   readonly pid: number;
@@ -14,17 +15,40 @@ export interface ProcessIdentity {
   readonly startTime?: string;
 }
 
-function readStat(pid: number): { startTime: string; zombie: boolean } | undefined {
+interface Stat {
+  readonly startTime: string;
+  /** Exited, waiting to be reaped ('Z'), or dead ('X'): it holds nothing and does nothing. */
+  readonly zombie: boolean;
+  /** Its process group. */
+  readonly pgrp: number;
+}
+
+function readStat(pid: number | string): Stat | undefined {
   let stat: string;
   try {
     stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   } catch {
     return undefined;
   }
-  // "pid (comm) state ppid …": comm may hold spaces or ')', so count from the last ')'.
+  // "pid (comm) state ppid pgrp …": comm may hold spaces or ')', so count from the last ')'.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   const startTime = fields[22 - 3];
-  return startTime === undefined ? undefined : { startTime, zombie: fields[0] === 'Z' };
+  if (startTime === undefined) return undefined;
+  return { startTime, zombie: fields[0] === 'Z' || fields[0] === 'X', pgrp: Number(fields[5 - 3]) };
+}
+
+/** Live (not zombie) processes whose process group is `pgid`, from /proc; none without /proc. */
+export function groupMembers(pgid: number): number[] {
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return [];
+  }
+  return entries.filter((entry) => /^\d+$/.test(entry)).filter((entry) => {
+    const stat = readStat(entry); // undefined: exited meanwhile
+    return stat !== undefined && stat.pgrp === pgid && !stat.zombie;
+  }).map(Number);
 }
 
 /** The start time of `pid` (a zombie's too: its process group may outlive it), or undefined when there is no such process or no /proc. */

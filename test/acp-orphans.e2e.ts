@@ -8,8 +8,8 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync
 import { join, resolve } from 'node:path';
 import { pino } from 'pino';
 import { afterEach, expect, it } from 'vitest';
-import { processStartTime } from '../common/process-identity.js';
-import { agentGroupsDir, groupMembers, reapAgentGroups } from '../daemon/providers/acp/agent-groups.js';
+import { groupMembers, processStartTime } from '../common/process-identity.js';
+import { agentGroupsDir, reapAgentGroups } from '../daemon/providers/acp/agent-groups.js';
 import { makeTempDir, REPO, restartDaemon, startDaemon, waitFor, type DaemonProcess } from './support/daemon-process.js';
 import { RawPeer } from './support/raw-peer.js';
 

@@ -17,7 +17,7 @@ import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
-import { processStartTime, type ProcessIdentity } from '../../../common/process-identity.js';
+import { groupMembers, processStartTime, type ProcessIdentity } from '../../../common/process-identity.js';
 import { pollWithin } from '../../../common/bounded-wait.js';
 import { climbKillLadder } from '../../../common/kill-ladder.js';
 
@@ -130,29 +130,6 @@ function groupIsOurs(leader: ProcessIdentity): boolean {
   return groupMembers(leader.pid).length > 0;
 }
 
-/** Live (not zombie) processes whose process group is `pgid`, from /proc. */
-export function groupMembers(pgid: number): number[] {
-  const members: number[] = [];
-  let entries: string[];
-  try {
-    entries = readdirSync('/proc');
-  } catch {
-    return members;
-  }
-  for (const entry of entries) {
-    if (!/^\d+$/.test(entry)) continue;
-    let stat: string;
-    try {
-      stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-    } catch {
-      continue; // exited meanwhile
-    }
-    // After the parenthesised command: state (field 3), ppid, pgrp (field 5).
-    const [state, , pgrp] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    if (Number(pgrp) === pgid && state !== 'Z' && state !== 'X') members.push(Number(entry));
-  }
-  return members;
-}
 
 function signalGroups(groups: readonly number[], signal: NodeJS.Signals): void {
   for (const pgid of groups) {
