@@ -136,10 +136,10 @@ export async function childAgents(report: Report, cleanup: Cleanup, world: Bench
         scaling.row(level, 'skipped: the section ran out of its time budget', '', '', '', '', '', '', '', '');
         continue;
       }
-      const busy = await inPhase((phase) => busyLevel(phase, config, parent, level, options));
+      const busy = await inPhase((phase) => busyLevel({ cleanup: phase, config, parent }, level, options));
       report.progress(`children N=${level}: busy phase done (${busy.completed} runs)`);
       const idleBudget = Math.max(8_000, deadline - performance.now());
-      const idle = await inPhase((phase) => idleLevel(phase, config, parent, world, level, options.connections, idleBudget));
+      const idle = await inPhase((phase) => idleLevel({ cleanup: phase, config, parent }, world, level, options.connections, idleBudget));
       report.progress(`children N=${level}: idle phase done (${idle.idle} of ${level} idle)`);
       const perChild = level >= 100 && idle.idle > 0;
       scaling.row(
@@ -188,24 +188,40 @@ async function startTimed(
   return { run, ready: performance.now() - t0, t0 };
 }
 
-/**
- * N runs started at once, repeated until `minRunsPerLevel` runs completed; bounded by a time
- * budget, past which the runs still going are cancelled and only completed runs count.
- */
-async function busyLevel(
-  cleanup: Cleanup,
-  config: Record<string, unknown>,
-  parent: { sessionId: string; cwd: string },
-  level: number,
-  options: ChildrenOptions,
-): Promise<{ perSecond: number; started: number; completed: number; ready: Summary; result: Summary; peakRss: number }> {
+/** What one phase of a level runs in: its cleanup, the daemon's config, the parent of its runs. */
+interface Phase {
+  readonly cleanup: Cleanup;
+  readonly config: Record<string, unknown>;
+  readonly parent: { sessionId: string; cwd: string };
+}
+
+/** A fresh daemon process and `connections` clients, warmed up by five runs. */
+async function warmDaemon(
+  { cleanup, config, parent }: Phase,
+  connections: number,
+  label: string,
+): Promise<{ daemon: DaemonProcess; pool: RemoteSubagentService[] }> {
   const daemon = await daemonProcess(cleanup, config);
-  const pool = await clients(cleanup, daemon.socket, options.connections, `busy-${level}`);
+  const pool = await clients(cleanup, daemon.socket, connections, label);
   for (let i = 0; i < 5; i++) {
     const { run } = await startTimed(pool[0]!, parent);
     expectCompleted(await run.result, 'warm-up');
     await run.dispose();
   }
+  return { daemon, pool };
+}
+
+/**
+ * N runs started at once, repeated until `minRunsPerLevel` runs completed; bounded by a time
+ * budget, past which the runs still going are cancelled and only completed runs count.
+ */
+async function busyLevel(
+  phase: Phase,
+  level: number,
+  options: ChildrenOptions,
+): Promise<{ perSecond: number; started: number; completed: number; ready: Summary; result: Summary; peakRss: number }> {
+  const { parent } = phase;
+  const { daemon, pool } = await warmDaemon(phase, options.connections, `busy-${level}`);
   const sampler = new RssSampler(daemon.pid);
   const ready: number[] = [];
   const result: number[] = [];
@@ -255,21 +271,14 @@ async function busyLevel(
 }
 
 async function idleLevel(
-  cleanup: Cleanup,
-  config: Record<string, unknown>,
-  parent: { sessionId: string; cwd: string },
+  phase: Phase,
   world: BenchWorld,
   level: number,
   connections: number,
   budgetMs: number,
 ): Promise<{ upMs: number; ready: number; idle: number; baseRss: number; idleRss: number; baseHeap: number; idleHeap: number }> {
-  const daemon: DaemonProcess = await daemonProcess(cleanup, config);
-  const pool = await clients(cleanup, daemon.socket, connections, `idle-${level}`);
-  for (let i = 0; i < 5; i++) {
-    const { run } = await startTimed(pool[0]!, parent);
-    expectCompleted(await run.result, 'warm-up');
-    await run.dispose();
-  }
+  const { parent } = phase;
+  const { daemon, pool } = await warmDaemon(phase, connections, `idle-${level}`);
   await sleep(200);
   const base = await daemon.gcMemory();
   let toolResults = 0;
