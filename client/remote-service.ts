@@ -5,6 +5,10 @@
  * connection is re-dialled and the unsettled runs are re-attached by their tokens
  * (reconnecting-connection.ts); what the daemon sends unasked is served by daemon-notifications.ts
  * and daemon-requests.ts.
+ *
+ * Size: a little over 400 lines because it is the whole public surface of the seam's service
+ * (list, start, adopt, close, on, ops, children) plus each run's controls (cancel, dispose,
+ * sendMessage, resume, wait); every piece of logic behind them lives in the modules named above.
  */
 import { randomBytes } from 'node:crypto';
 import { CancellationTokenSource } from 'vscode-jsonrpc/node';
