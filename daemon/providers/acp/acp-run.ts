@@ -65,6 +65,11 @@ export class AcpRun implements DaemonRun {
     return run;
   }
 
+  /** The agent's process id: which process served the run (the warm-pool tests read it). */
+  get pid(): number {
+    return this.chain.session.pid;
+  }
+
   dispose(): Promise<void> {
     this.disposal ??= (async () => {
       this.turn.cancel();
