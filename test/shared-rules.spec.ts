@@ -15,6 +15,7 @@ import {
   declaredLength,
   encodeFrame,
   endEventOf,
+  minorOf,
   speaksOurMajor,
 } from '../protocol/index.js';
 import { pollWithin, within } from '../common/bounded-wait.js';
@@ -80,6 +81,8 @@ describe('seam rules (protocol/)', () => {
     const [major] = PROTOCOL_VERSION.split('.');
     expect(speaksOurMajor(`${major}.99.3`)).toBe(true);
     expect(speaksOurMajor(`${Number(major) + 1}.0.0`)).toBe(false);
+    expect(minorOf('1.1.0')).toBe(1);
+    expect(minorOf('1.0.3')).toBe(0);
   });
 });
 

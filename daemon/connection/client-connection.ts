@@ -36,6 +36,7 @@ import {
   PermissionRequest,
   PROTOCOL_VERSION,
   speaksOurMajor,
+  minorOf,
   ProviderAddedNotification,
   ProviderRemovedNotification,
   ProvidersListRequest,
@@ -417,7 +418,7 @@ export class ClientConnection implements RunOwner, ChildSubscriber {
       throw new SubagentError('UNAUTHORIZED', 'missing or wrong daemon token: read it from the token file beside the socket');
     }
     this.initialized = true;
-    this.takesRetryEvents = Number(version.split('.')[1]) >= 1;
+    this.takesRetryEvents = minorOf(version) >= 1;
     const client = params.clientInfo ?? { name: 'lsp-client' };
     this.clientName = `${client.name}@${client.version ?? '?'}`;
     this.log.info({ client: this.clientName, lsp }, 'client initialized');
