@@ -9,7 +9,7 @@ import type { Readable, Writable } from 'node:stream';
 import type { Logger } from 'pino';
 import { DEFAULT_FRAME_LIMITS, type FrameLimits } from './connection/guarded-reader.js';
 import { CLOSING_MESSAGE_PREFIX, PROTOCOL_VERSION, SUBAGENT_ERROR_CODES, type DaemonIdentity, type GcResult, type StatusResult } from '../protocol/index.js';
-import { encodeFrame } from './connection/counting-writer.js';
+import { encodeFrame } from '../common/frame-writer.js';
 import { createToken, tokenPathFor, writeTokenFile } from './connection/auth-token.js';
 import { ClientConnection } from './connection/client-connection.js';
 import type { DaemonProvider } from './provider.js';
