@@ -143,15 +143,22 @@ function tokenMatches(token: string, hash: string): boolean {
 class ServiceRunHost implements RunHost {
   /** This run's share of the event stream; a resume gets a fresh one. */
   budget: StreamBudget;
+  private runLog: Logger | undefined;
 
   constructor(
     public runId: string,
     public owner: RunOwner,
     public stream: boolean,
-    readonly log: Logger,
+    private readonly serviceLog: Logger,
+    private readonly provider: string,
     readonly maxOutputBytes: number,
   ) {
     this.budget = new StreamBudget(maxOutputBytes);
+  }
+
+  /** Made on first use: most runs never log, and a pino child per start is measurable. */
+  get log(): Logger {
+    return (this.runLog ??= this.serviceLog.child({ runId: this.runId, provider: this.provider }));
   }
 
   callTool(call: { callId: string; name: string; arguments: unknown }, signal: AbortSignal): Promise<ToolCallResult> {
@@ -239,7 +246,7 @@ export class SubagentService {
     const onCancel = (): void => abort.abort(new SubagentError('ABORTED', 'start was cancelled before the child was ready'));
     if (cancel.aborted) onCancel();
     cancel.addEventListener('abort', onCancel, { once: true });
-    const host = new ServiceRunHost(runId, owner, params.stream === true, this.log.child({ runId, provider: provider.name }), this.maxOutputBytes);
+    const host = new ServiceRunHost(runId, owner, params.stream === true, this.log, provider.name, this.maxOutputBytes);
     this.starting.set(runId, { owner, abort });
     let run: DaemonRun;
     let lease: Lease | undefined;
@@ -543,7 +550,7 @@ export class SubagentService {
     if (!provider?.restore) {
       throw new SubagentError('UNSUPPORTED_OPERATION', `run ${record.runId} was run by a previous daemon and provider "${record.provider}" cannot restore it`);
     }
-    const host = new ServiceRunHost(record.runId, owner, stream, this.log.child({ runId: record.runId, provider: record.provider }), this.maxOutputBytes);
+    const host = new ServiceRunHost(record.runId, owner, stream, this.log, record.provider, this.maxOutputBytes);
     const stored = (await this.ledger.get(record.runId))?.restore;
     record.run = await provider.restore(record.id, {
       ...(report && { report }),
@@ -741,7 +748,7 @@ export class SubagentService {
   private async continueRun(stored: StoredRun): Promise<void> {
     const provider = this.registry.get(stored.provider);
     if (!provider?.restore) throw new Error(`provider "${stored.provider}" is not registered or cannot restore children`);
-    const host = new ServiceRunHost(stored.runId, DETACHED, false, this.log.child({ runId: stored.runId, provider: stored.provider }), this.maxOutputBytes);
+    const host = new ServiceRunHost(stored.runId, DETACHED, false, this.log, stored.provider, this.maxOutputBytes);
     const restored = await provider.restore(stored.id, {
       host,
       result: { output: [], stopReason: 'aborted' },
