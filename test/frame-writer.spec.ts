@@ -60,8 +60,9 @@ describe('FrameWriter', () => {
     expect(writes).toHaveBeenCalledTimes(1);
     await writer.write(note(4)); // the next tick: its own write
     expect(writes).toHaveBeenCalledTimes(2);
-    expect((await got).map((m) => (m as { params: { n: number } }).params.n)).toEqual([1, 2, 3, 4]);
-    expect(((await got)[1] as { params: { text: string } }).params.text).toBe('é ünïcode ✓');
+    const params = (await got).map((m) => (m as unknown as { params: { n: number; text: string } }).params);
+    expect(params.map((p) => p.n)).toEqual([1, 2, 3, 4]);
+    expect(params[1]!.text).toBe('é ünïcode ✓');
     writer.dispose();
   });
 
