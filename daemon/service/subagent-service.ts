@@ -182,6 +182,8 @@ export class SubagentService {
   readonly registry = new ProviderRegistry();
   readonly ledger: RunLedger;
   private readonly runs = new Map<string, LiveRun>();
+  /** The runs with a parent run (nested delegation): what a cancel or dispose scans, not every run. */
+  private readonly nested = new Set<LiveRun>();
   private readonly starting = new Map<string, { owner: RunOwner; abort: AbortController }>();
   private readonly listeners = new Set<LifecycleListener>();
   private readonly detachGraceMs: number;
@@ -342,6 +344,7 @@ export class SubagentService {
       recorded: Promise.resolve(),
     };
     this.runs.set(record.runId, record);
+    if (record.parentRunId !== undefined) this.nested.add(record);
     this.log.info({ runId: record.runId, provider, owner: owner.id }, 'run started');
     // setImmediate: the start response is queued on the connection before subagent/end can be.
     run.result.finally(() => lease.release()).then(
@@ -459,7 +462,7 @@ export class SubagentService {
 
   /** Nested delegation: a cancelled or disposed run takes the runs its child started down with it. */
   private cancelDescendants(runId: string): void {
-    for (const child of this.runs.values()) {
+    for (const child of this.nested) {
       if (child.parentRunId !== runId || child.state !== 'running') continue;
       child.abort.abort(new SubagentError('ABORTED', `its parent run ${runId} was cancelled`));
       this.cancelDescendants(child.runId);
@@ -503,6 +506,7 @@ export class SubagentService {
       if (this.disposedCount <= DISPOSED_RETENTION) break;
       if (record.state === 'disposed') {
         this.runs.delete(runId);
+        this.nested.delete(record);
         this.disposedCount -= 1;
       }
     }
