@@ -1,9 +1,14 @@
 /**
  * JSON-RPC framing on the way out, one home for both ends of the wire. Each message is one
- * `Content-Length` frame built as one string, and the frames written in one tick (until the
- * nextTick queue runs) leave in a single stream write: one write(2) per tick instead of two per
- * message. vscode-jsonrpc's own writer writes the header and the body apart, each awaited under
- * a lock, so its messages never share a syscall.
+ * `Content-Length` frame built as one string, and the frames of one batch leave in a single
+ * stream write. vscode-jsonrpc's own writer writes the header and the body apart, each awaited
+ * under a lock, so its messages never share a syscall.
+ *
+ * A batch is a tick (`'tick'`, until the nextTick queue runs: the client, whose requests should
+ * leave at once) or an event-loop turn (`'turn'`, until the next check phase: the daemon). The
+ * daemon answers a start only after the run index's batch of that turn is written, while the
+ * start's `subagent/start` notification was written before; flushing per turn sends both, and
+ * whatever else the turn's handlers wrote to that client, in one write instead of several.
  *
  * A write never rejects: a failed write (EPIPE on a peer that hung up, a destroyed stream) is
  * reported on `onError` and its promise resolves. vscode-jsonrpc drops some write promises on the
@@ -33,20 +38,27 @@ export function encodeFrame(message: object): Buffer {
 
 type Done = (error?: Error | null) => void;
 
-/** Frames joined until the end of the tick, then written as one chunk; each hears its outcome. */
-class TickBatch {
+/** How long frames are gathered before they are written together (see the header). */
+export type BatchSpan = 'tick' | 'turn';
+
+/** Frames joined until the end of the tick or turn, then written as one chunk; each hears its outcome. */
+class FrameBatch {
   private text = '';
   private waiting: Done[] = [];
   private scheduled = false;
 
-  constructor(private readonly output: Writable) {}
+  constructor(
+    private readonly output: Writable,
+    private readonly span: BatchSpan,
+  ) {}
 
   add(frame: string, done: Done): void {
     this.text += frame;
     this.waiting.push(done);
     if (this.scheduled) return;
     this.scheduled = true;
-    process.nextTick(() => this.flush());
+    if (this.span === 'tick') process.nextTick(() => this.flush());
+    else setImmediate(() => this.flush());
   }
 
   flush(): void {
@@ -65,13 +77,16 @@ class TickBatch {
 }
 
 export class FrameWriter implements MessageWriter {
-  private readonly batch: TickBatch;
+  private readonly batch: FrameBatch;
   private errors = 0;
   private readonly errorEmitter = new Emitter<[Error, Message | undefined, number | undefined]>();
   private readonly closeEmitter = new Emitter<void>();
 
-  constructor(private readonly output: Writable) {
-    this.batch = new TickBatch(output);
+  constructor(
+    private readonly output: Writable,
+    span: BatchSpan = 'tick',
+  ) {
+    this.batch = new FrameBatch(output, span);
     output.on('close', () => this.closeEmitter.fire());
     // A stream without an 'error' listener throws its error (stdout's EPIPE) as an uncaught exception.
     output.on('error', (error: Error) => this.errorEmitter.fire([error, undefined, ++this.errors]));
@@ -89,7 +104,7 @@ export class FrameWriter implements MessageWriter {
     return new Promise<void>((resolve) => this.send(message, frameOf(message), () => resolve()));
   }
 
-  /** Queues one frame; `done` runs once the stream took the tick's chunk, or failed to. */
+  /** Queues one frame; `done` runs once the stream took its batch's chunk, or failed to. */
   protected send(message: Message, frame: Frame, done: (error?: Error | null) => void): void {
     this.batch.add(frame.text, (error) => {
       if (error) this.errorEmitter.fire([error, message, ++this.errors]);
@@ -97,7 +112,7 @@ export class FrameWriter implements MessageWriter {
     });
   }
 
-  /** Writes what this tick queued, then ends the stream. */
+  /** Writes what the batch holds, then ends the stream. */
   end(): void {
     this.batch.flush();
     this.output.end();

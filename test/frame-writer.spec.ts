@@ -87,7 +87,21 @@ describe('FrameWriter', () => {
 });
 
 describe('CountingWriter', () => {
-  it('counts unsent messages and bytes until the tick’s write is taken', async () => {
+  it("writes one event-loop turn's messages in one socket write, across ticks", async () => {
+    const { client, server } = await socketPair();
+    const writes = vi.spyOn(client, 'write');
+    const writer = new CountingWriter(client);
+    const got = received(server, 3);
+    const first = writer.write(note(1));
+    await new Promise<void>((resolve) => process.nextTick(resolve)); // a later tick, the same turn
+    const rest = [writer.write(note(2)), writer.write(note(3))];
+    await Promise.all([first, ...rest]);
+    expect(writes).toHaveBeenCalledTimes(1);
+    expect((await got).map((m) => (m as unknown as { params: { n: number } }).params.n)).toEqual([1, 2, 3]);
+    writer.dispose();
+  });
+
+  it('counts unsent messages and bytes until the turn’s write is taken', async () => {
     const { client, server } = await socketPair();
     const writer = new CountingWriter(client);
     const got = received(server, 2);

@@ -1,8 +1,8 @@
 /**
- * The daemon's MessageWriter: the shared frame writer (common/frame-writer.ts: one buffer per
- * message, a tick's messages in one write), plus a count of what it has not yet handed to the
- * socket. That count is the daemon's measure of a client that reads slowly or not at all: a
- * frame counts from `write` until the stream took its tick's chunk.
+ * The daemon's MessageWriter: the shared frame writer (common/frame-writer.ts: one string per
+ * message, an event-loop turn's messages in one write), plus a count of what it has not yet
+ * handed to the socket. That count is the daemon's measure of a client that reads slowly or not
+ * at all: a frame counts from `write` until the stream took its turn's chunk.
  *
  * Like the frame writer, a write never rejects: failures are reported on `onError`.
  */
@@ -31,7 +31,7 @@ export class CountingWriter extends FrameWriter {
       onOverLimit: () => undefined,
     },
   ) {
-    super(output);
+    super(output, 'turn');
   }
 
   get unsent(): number {
