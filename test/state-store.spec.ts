@@ -45,20 +45,6 @@ describe('RunIndex', () => {
     expect(readFileSync(path, 'utf8').trim().split('\n')).toHaveLength(1);
   });
 
-  it('writes a turn\'s records as one batch, and committed() resolves once they are in the file', async () => {
-    const path = join(temp(), 'runs.jsonl');
-    const index = new RunIndex(path);
-    index.put(run('a'));
-    index.put(run('b'));
-    const committed = index.committed();
-    expect(index.committed()).toBe(committed); // one promise for the whole batch
-    expect(readFileSync(path, 'utf8')).toBe(''); // queued, not yet written
-    await committed;
-    expect(readFileSync(path, 'utf8').trim().split('\n').map((line) => (JSON.parse(line) as { runId: string }).runId)).toEqual(['a', 'b']);
-    await expect(index.committed()).resolves.toBeUndefined(); // nothing queued: at once
-    index.close();
-  });
-
   it('tolerates and reports a torn last line', () => {
     const path = join(temp(), 'runs.jsonl');
     const index = new RunIndex(path);

@@ -1,8 +1,7 @@
 /**
  * The RunLedger of one daemon: records in the run index (run-index.ts, with its archive) and
- * admission by the in-memory AdmissionQueue. Every answer but `create`'s is ready when the call
- * returns: the Promise only satisfies the seam, so the single-daemon path does the same work as
- * direct calls. `create` resolves once the index's batch of this turn (group commit) is written.
+ * admission by the in-memory AdmissionQueue. Every answer is ready when the call returns: the
+ * Promise only satisfies the seam, so the single-daemon path does the same work as direct calls.
  *
  * Rules and failures:
  * - Revisions count up from 1 per run; records from before revisions read as 0.
@@ -45,10 +44,9 @@ export class LocalLedger implements RunLedger {
   create(run: NewRun): Promise<StoredRun> {
     if (this.index.get(run.runId)) return Promise.reject(conflict(`run ${run.runId} already has a record`));
     const stored: StoredRun = { ...run, revision: 1 };
-    // Written before it resolves: the starter is about to hold the run's token. Every start of
-    // this turn shares the one write.
-    this.index.put(stored);
-    return this.index.committed().then(() => stored);
+    // Written before returning: the starter is about to hold the run's token.
+    this.index.put(stored, true);
+    return Promise.resolve(stored);
   }
 
   get(runId: string): Promise<StoredRun | undefined> {

@@ -4,12 +4,10 @@
  * its session lives, how it ended — so a restarted daemon can answer `run/wait`, mark runs it
  * never saw finish as interrupted, and never show a dead daemon's run as running.
  *
- * Every change is queued and written in one batch per event-loop turn: one write(2) for every
- * start, settle and dispose of that turn (group commit). `committed()` resolves once what is queued
- * has been written, and a run's creation (local-ledger.ts) awaits it: a run's first record is in
- * the file before its starter learns its token. No fsync: a killed process loses at most the current turn's
- * changes (a run then reads as interrupted); a power cut may lose the tail, which the reader
- * tolerates as a torn line.
+ * A run's first record is written at once, before its starter learns its token; later changes
+ * are batched per event-loop turn into one write(2). No fsync: a killed process loses at most the
+ * current turn's later changes (a run then reads as interrupted); a power cut may lose the tail,
+ * which the reader tolerates as a torn line.
  *
  * Only runs that may still change are kept in memory (running, starting, checkpointed, and this
  * daemon's own until they are archived). At open, at each `archiveFinished` (gc), and after a
@@ -57,8 +55,6 @@ export class RunIndex {
   readonly problems: IndexProblems;
   readonly archive: RunArchive;
   private archiveAt: number;
-  /** What `committed()` handed out for the batch now queued; settled by its write. */
-  private batch: { readonly written: Promise<void>; readonly settle: () => void } | undefined;
 
   constructor(
     private readonly path: string,
@@ -115,45 +111,21 @@ export class RunIndex {
     return moved;
   }
 
-  /** Queues the run's newest record for this turn's batch (see `committed`). */
-  put(given: IndexedRun): void {
+  /** `now`: written before returning (a run's first record: its owner is about to hold its token). */
+  put(given: IndexedRun, now = false): void {
     const run = given.result ? { ...given, result: storedResult(given.result, this.maxStoredOutputBytes) } : given;
     if (this.closed) return void this.runs.set(run.runId, run);
     this.runs.set(run.runId, run);
-    if (this.pending.size === 0) setImmediate(() => this.flushBatch());
+    if (this.pending.size === 0 && !now) setImmediate(() => this.flushBatch());
     this.pending.delete(run.runId); // re-inserted last: the newest record is written last
     this.pending.set(run.runId, run);
-  }
-
-  /**
-   * Resolves once every record queued so far was written by its batch, or its write failed and
-   * is kept for retry (a fault is reported, never thrown). One promise per batch, shared.
-   */
-  committed(): Promise<void> {
-    if (this.pending.size === 0) return Promise.resolve();
-    if (!this.batch) {
-      let settle!: () => void;
-      const written = new Promise<void>((resolve) => (settle = resolve));
-      this.batch = { written, settle };
-    }
-    return this.batch.written;
+    if (now) this.flush();
   }
 
   /** Writes the queued records now; a failure is kept (see the header), never thrown. */
   flush(): void {
-    try {
-      this.write();
-    } finally {
-      const batch = this.batch;
-      this.batch = undefined;
-      batch?.settle();
-    }
-  }
-
-  private write(): void {
     if (this.closed || this.pending.size === 0) return;
-    let lines = '';
-    for (const run of this.pending.values()) lines += `${JSON.stringify(run)}\n`;
+    const lines = [...this.pending.values()].map((run) => `${JSON.stringify(run)}\n`).join('');
     try {
       this.fd ??= openSync(this.path, 'a', 0o600);
       writeSync(this.fd, lines);
