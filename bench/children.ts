@@ -13,7 +13,8 @@ import { interleaved, type Bounds } from './loops.js';
 import { benchHost, silentLog } from './owner.js';
 import { Cleanup, RssSampler, sleep, withTimeout } from './procs.js';
 import type { Report } from './report.js';
-import { bytes, ms, p50p99, rate, ratio, summarize, type Summary } from './stats.js';
+import { bytes, ms, p50p99, rate, ratio, ratios, spreadOf, spreadText, summarize, type Summary } from './stats.js';
+import { formatLoad } from './machine.js';
 import { Table } from './table.js';
 import type { BenchWorld } from './workspace.js';
 
@@ -21,6 +22,8 @@ const TASK: ContentBlock[] = [{ type: 'text', text: 'Find the needle in the note
 
 export interface ChildrenOptions {
   readonly perRun: Bounds;
+  /** Alternating (in-process, over the socket) rounds of the per-run table: the pairs of its ratio. */
+  readonly perRunPairs: number;
   readonly levels: readonly number[];
   /** For small levels, repeat the batch until at least this many runs were measured. */
   readonly minRunsPerLevel: number;
@@ -78,7 +81,7 @@ export async function childAgents(report: Report, cleanup: Cleanup, world: Bench
       { name: 'in', bounds: options.perRun, once: inProcessOnce },
       { name: 'socket', bounds: options.perRun, once: socketOnce },
     ],
-    2,
+    options.perRunPairs,
   );
   const inR = results.get('in')!;
   const soR = results.get('socket')!;
@@ -102,8 +105,19 @@ export async function childAgents(report: Report, cleanup: Cleanup, world: Bench
     '',
     '',
   );
+  const pairs = spreadOf(ratios(soR.roundMedians.map((m) => m[1]!), inR.roundMedians.map((m) => m[1]!)));
+  perRun.row('start→result, socket ÷ in-process per pair: median (min – max)', '', spreadText(pairs, ratio), '', '');
+  perRun.note(
+    `${options.perRunPairs} alternating pairs: each pair is a round of in-process runs then a round over the socket; the ratio row ` +
+      `takes each round's median start→result. Load average ${formatLoad()} at the end.`,
+  );
   perRun.note('runs/s includes dispose. Over the socket, readiness also covers the daemon answering and the client registering the run.');
   report.table(perRun);
+  report.verdict(
+    `5-step run, daemon ≤ 1.1× in-process (start→result, median of ${options.perRunPairs} alternating pairs)`,
+    spreadText(pairs, ratio),
+    pairs.median <= 1.1,
+  );
 
   // --- scaling ---------------------------------------------------------------------------------
   const scaling = new Table(`Scaling: N concurrent children over ${options.connections} connections to one daemon process`, [

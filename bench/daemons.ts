@@ -68,7 +68,12 @@ const HOST = join(REPO, 'dist', 'bench', 'daemon-host.js');
  * (daemon-host.ts: the CLI plus a GC hook, under --expose-gc) — with the fixture providers loaded,
  * in a fresh temp dir; stopped with SIGTERM (SIGKILL after 5 s) at cleanup.
  */
-export async function daemonProcess(cleanup: Cleanup, config: Record<string, unknown> = {}): Promise<DaemonProcess> {
+export async function daemonProcess(
+  cleanup: Cleanup,
+  config: Record<string, unknown> = {},
+  /** Extra node flags (the profiler's `--cpu-prof …`). */
+  nodeArgs: readonly string[] = [],
+): Promise<DaemonProcess> {
   if (!existsSync(CLI)) throw new Error(`build first: ${CLI} is missing`);
   const dir = cleanup.tempDir();
   const socket = join(dir, 'run', 'daemon.sock');
@@ -76,7 +81,7 @@ export async function daemonProcess(cleanup: Cleanup, config: Record<string, unk
   writeFileSync(configPath, JSON.stringify({ providerModules: [FIXTURE_PROVIDERS], detachGraceMs: 0, ...config }));
   const child = spawn(
     process.execPath,
-    ['--expose-gc', HOST, 'daemon', '--socket', socket, '--state-dir', join(dir, 'state'), '--config', configPath],
+    [...nodeArgs, '--expose-gc', HOST, 'daemon', '--socket', socket, '--state-dir', join(dir, 'state'), '--config', configPath],
     { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, SUBAGENTD_SOCKET: '', SUBAGENTD_HOME: '', SUBAGENTD_CONFIG: '' } },
   );
   let stderr = '';

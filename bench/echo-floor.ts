@@ -1,11 +1,15 @@
 /**
- * The floor: a bare vscode-jsonrpc echo on a unix socket (no validation, no service), served in
- * this process or by a separate process (bench/echo-server.ts), and a client for it.
+ * The floors: a bare vscode-jsonrpc echo on a unix socket (no validation, no service), served in
+ * this process or by a separate process (bench/echo-server.ts), and a client for it. `writer`
+ * picks the MessageWriter on both ends: `library` (vscode-jsonrpc's own, the floor as the issue
+ * states it) or `frames` (the shared frame writer the client and daemon use), so the bench can
+ * say what the library's writer costs. The raw echo (no library) is in raw-echo.ts.
  */
 import { spawn } from 'node:child_process';
 import { createConnection, createServer, type Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { createMessageConnection, SocketMessageReader, SocketMessageWriter, type MessageConnection } from 'vscode-jsonrpc/node';
+import { createMessageConnection, SocketMessageReader, SocketMessageWriter, type MessageConnection, type MessageWriter } from 'vscode-jsonrpc/node';
+import { FrameWriter } from '../common/frame-writer.js';
 import type { Cleanup } from './procs.js';
 import { withTimeout } from './procs.js';
 
@@ -14,12 +18,19 @@ export const ECHO_METHOD = 'bench/echo';
 export const ECHO_NOTIFY_METHOD = 'bench/echoAfterNote';
 export const NOTE_METHOD = 'bench/note';
 
+/** The echo's writers: vscode-jsonrpc's own, or the shared frame writer; `raw` has no library. */
+export type EchoKind = 'library' | 'frames' | 'raw';
+
+function writerFor(socket: Socket, kind: EchoKind): MessageWriter {
+  return kind === 'frames' ? new FrameWriter(socket) : new SocketMessageWriter(socket);
+}
+
 /** Listens on `path`; every connection answers `bench/echo` with its params. */
-export async function listenEcho(path: string): Promise<{ close(): Promise<void> }> {
+export async function listenEcho(path: string, kind: EchoKind = 'library'): Promise<{ close(): Promise<void> }> {
   const sockets = new Set<Socket>();
   const server = createServer((socket) => {
     sockets.add(socket);
-    const connection = createMessageConnection(new SocketMessageReader(socket), new SocketMessageWriter(socket));
+    const connection = createMessageConnection(new SocketMessageReader(socket), writerFor(socket, kind));
     connection.onRequest(ECHO_METHOD, (params: unknown) => params);
     connection.onRequest(ECHO_NOTIFY_METHOD, (params: unknown) => {
       void connection.sendNotification(NOTE_METHOD, { runId: 'run_0123456789abcdef01234567', provider: 'echo', id: 'child', local: false });
@@ -46,9 +57,9 @@ export async function listenEcho(path: string): Promise<{ close(): Promise<void>
 }
 
 /** The echo server as its own Node process; resolves once it listens. */
-export async function echoServerProcess(cleanup: Cleanup, path: string): Promise<number> {
+export async function echoServerProcess(cleanup: Cleanup, path: string, kind: EchoKind = 'library'): Promise<number> {
   const script = fileURLToPath(new URL('./echo-server.js', import.meta.url));
-  const child = spawn(process.execPath, [script, path], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [script, path, kind], { stdio: ['ignore', 'pipe', 'inherit'] });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   cleanup.defer(`stop echo server pid ${child.pid}`, async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
@@ -75,14 +86,14 @@ export interface EchoClient {
   close(): void;
 }
 
-export async function echoClient(cleanup: Cleanup, path: string): Promise<EchoClient> {
+export async function echoClient(cleanup: Cleanup, path: string, kind: Exclude<EchoKind, 'raw'> = 'library'): Promise<EchoClient> {
   const socket = await new Promise<Socket>((resolve, reject) => {
     const s = createConnection(path);
     s.once('connect', () => resolve(s));
     s.once('error', reject);
   });
   socket.on('error', () => undefined);
-  const connection = createMessageConnection(new SocketMessageReader(socket), new SocketMessageWriter(socket));
+  const connection = createMessageConnection(new SocketMessageReader(socket), writerFor(socket, kind));
   connection.onNotification(NOTE_METHOD, () => undefined);
   connection.listen();
   const close = (): void => {

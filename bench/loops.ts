@@ -1,4 +1,5 @@
 /** Bounded measurement loops: every loop stops at a sample count or a time budget, whichever first. */
+import { median } from './stats.js';
 
 export interface Bounds {
   /** Unmeasured iterations first (JIT, caches, connection warm-up). */
@@ -14,6 +15,11 @@ export interface SequentialResult {
   readonly samples: number[][];
   readonly count: number;
   readonly elapsedMs: number;
+}
+
+export interface InterleavedResult extends SequentialResult {
+  /** Per round, the median of each value `once` returns: the pairs a ratio is taken over. */
+  readonly roundMedians: number[][];
 }
 
 /** Runs `once` back to back; it returns the durations it measured (ms). */
@@ -38,8 +44,8 @@ export async function sequential(bounds: Bounds, once: () => Promise<number[]>):
 export async function interleaved(
   configs: ReadonlyArray<{ readonly name: string; readonly bounds: Bounds; readonly once: () => Promise<number[]> }>,
   rounds: number,
-): Promise<Map<string, SequentialResult>> {
-  const pooled = new Map<string, { samples: number[][]; count: number; elapsedMs: number }>();
+): Promise<Map<string, InterleavedResult>> {
+  const pooled = new Map<string, { samples: number[][]; count: number; elapsedMs: number; roundMedians: number[][] }>();
   for (let round = 0; round < rounds; round++) {
     for (const config of configs) {
       const bounds: Bounds = {
@@ -48,8 +54,9 @@ export async function interleaved(
         budgetMs: config.bounds.budgetMs / rounds,
       };
       const result = await sequential(bounds, config.once);
-      const acc = pooled.get(config.name) ?? { samples: [], count: 0, elapsedMs: 0 };
+      const acc = pooled.get(config.name) ?? { samples: [], count: 0, elapsedMs: 0, roundMedians: [] };
       result.samples.forEach((values, i) => (acc.samples[i] ??= []).push(...values));
+      acc.roundMedians.push(result.samples.map((values) => median(values)));
       acc.count += result.count;
       acc.elapsedMs += result.elapsedMs;
       pooled.set(config.name, acc);

@@ -16,6 +16,7 @@ import { writeBenchmarks } from './markdown.js';
 import { poolBench } from './pool.js';
 import { startupBench } from './startup.js';
 import { storedRunsBench } from './stored-runs.js';
+import { streamingBench } from './streaming.js';
 import { Cleanup, withTimeout } from './procs.js';
 import { Report } from './report.js';
 import { wireOverhead } from './wire.js';
@@ -39,10 +40,10 @@ const sections: SectionRun[] = [
     timeoutMs: 90_000,
     run: (cleanup) =>
       wireOverhead(report, cleanup, {
-        rounds: q(3, 1),
-        latency: { warmup: 200, max: q(3000, 800), budgetMs: q(2400, 600) },
-        stdioLatency: { warmup: 200, max: q(3000, 800), budgetMs: q(2400, 600) },
-        throughputMs: q(2000, 500),
+        rounds: q(10, 3),
+        latency: { warmup: 200, max: q(4000, 600), budgetMs: q(3000, 450) },
+        throughputMs: q(1500, 400),
+        throughputPairs: q(3, 1),
         connections: [4, 8],
         pipelineDepth: 8,
       }),
@@ -52,13 +53,19 @@ const sections: SectionRun[] = [
     timeoutMs: 150_000,
     run: (cleanup, world) =>
       childAgents(report, cleanup, world, {
-        perRun: { warmup: 5, max: q(300, 60), budgetMs: q(5000, 1500) },
+        perRun: { warmup: 5, max: q(400, 60), budgetMs: q(6000, 1500) },
+        perRunPairs: q(10, 3),
         levels: quick ? [1, 100] : [1, 10, 100, 1000],
         minRunsPerLevel: q(40, 10),
         busyBudgetMs: (level) => q(level >= 1000 ? 8_000 : level >= 100 ? 5_000 : 3_000, 1_500),
         scalingBudgetMs: q(60_000, 8_000),
         connections: 4,
       }),
+  },
+  {
+    name: 'streaming',
+    timeoutMs: 60_000,
+    run: (cleanup, world) => streamingBench(report, cleanup, world, { pairs: q(5, 1), budgetMs: q(2000, 600) }),
   },
   {
     name: 'acp',

@@ -34,6 +34,27 @@ export function summarize(samples: readonly number[]): Summary {
   };
 }
 
+export function median(samples: readonly number[]): number {
+  return percentile([...samples].sort((a, b) => a - b), 50);
+}
+
+/** The median of paired values and their range: how alternating pairs are reported. */
+export interface Spread {
+  readonly median: number;
+  readonly min: number;
+  readonly max: number;
+}
+
+export function spreadOf(values: readonly number[]): Spread {
+  const sorted = values.filter(Number.isFinite).sort((a, b) => a - b);
+  return { median: percentile(sorted, 50), min: sorted[0] ?? Number.NaN, max: sorted[sorted.length - 1] ?? Number.NaN };
+}
+
+/** Per-pair ratios a[i] / b[i]. */
+export function ratios(a: readonly number[], b: readonly number[]): number[] {
+  return a.map((x, i) => x / b[i]!);
+}
+
 // --- formatting ---------------------------------------------------------------------------------
 
 export function ms(value: number): string {
@@ -70,4 +91,9 @@ export function pct(value: number): string {
 /** "p50 / p99" in one cell. */
 export function p50p99(summary: Summary): string {
   return `${ms(summary.p50)} / ${ms(summary.p99)}`;
+}
+
+/** "median (min – max)" of a spread, each value formatted by `format`. */
+export function spreadText(spread: Spread, format: (value: number) => string): string {
+  return `${format(spread.median)} (${format(spread.min)} – ${format(spread.max)})`;
 }

@@ -1,27 +1,35 @@
 /**
- * Section 1, wire overhead: the trivial `echo` provider through the in-process service, through
- * the client over a unix socket (daemon library in this process, and the real daemon process),
- * over stdio to a private daemon, against the floor (a bare vscode-jsonrpc echo).
+ * Section 1, wire overhead: the trivial `echo` provider through the in-process service and
+ * through the client to the real daemon process (unix socket, and stdio to a private daemon),
+ * against three floors, each its own process as the daemon is: a vscode-jsonrpc echo with the
+ * library's own writers (the floor the targets use), the same echo with the shared frame writer
+ * on both ends (what vscode-jsonrpc's writer costs), and a raw echo with no library (what its
+ * reader and dispatch queue cost). Latency configurations alternate in rounds; each round's
+ * medians make one pair, and ratios are reported as the median and range over the pairs.
  */
 import { join } from 'node:path';
 import type { RemoteSubagentService } from '../client/index.js';
 import type { ContentBlock, StartParams } from '../protocol/index.js';
-import { abortSignal, client, clients, daemonProcess, inProcessDaemon, stdioClient } from './daemons.js';
-import { echoClient, echoServerProcess, listenEcho, type EchoClient } from './echo-floor.js';
+import { abortSignal, clients, daemonProcess, inProcessDaemon, stdioClient } from './daemons.js';
+import { echoClient, echoServerProcess, type EchoClient } from './echo-floor.js';
 import { closedLoops, interleaved, type Bounds } from './loops.js';
 import { benchOwner } from './owner.js';
 import { cpuSecondsOf, ownCpuSeconds, type Cleanup } from './procs.js';
+import { rawEchoClient, type RawEchoClient } from './raw-echo.js';
 import type { Report } from './report.js';
-import { ms, p50p99, pct, rate, ratio, summarize, type Summary } from './stats.js';
+import { formatLoad } from './machine.js';
+import { ms, p50p99, pct, rate, ratio, ratios, spreadOf, spreadText, summarize, type Spread } from './stats.js';
 import { Table } from './table.js';
 
 const PROMPT: ContentBlock[] = [{ type: 'text', text: 'echo hello from the bench' }];
 
 export interface WireOptions {
+  /** Alternating rounds of the latency configurations (the pairs ratios are taken over). */
   readonly rounds: number;
   readonly latency: Bounds;
-  readonly stdioLatency: Bounds;
   readonly throughputMs: number;
+  /** Alternating (echo, daemon) pairs per connection count. */
+  readonly throughputPairs: number;
   readonly connections: readonly number[];
   readonly pipelineDepth: number;
 }
@@ -40,10 +48,10 @@ function clientOnce(service: RemoteSubagentService, parent: StartParams['parent'
   };
 }
 
-function floorOnce(echo: EchoClient, payload: unknown, withNote = false): Once {
+function floorOnce(echo: EchoClient | RawEchoClient, payload: unknown, withNote = false): Once {
   return async () => {
     const t0 = performance.now();
-    await (withNote ? echo.echoAfterNote(payload) : echo.echo(payload));
+    await (withNote ? (echo as EchoClient).echoAfterNote(payload) : echo.echo(payload));
     return [performance.now() - t0];
   };
 }
@@ -53,8 +61,11 @@ export async function wireOverhead(report: Report, cleanup: Cleanup, options: Wi
     '1. Wire overhead (trivial `echo` provider)',
     'start→ready: from calling start until the run handle is ready (the `subagent/start` answer). start→result: until its ' +
       'result is in (the `subagent/end` notification). Sequential runs/s include `run/dispose`: per run the wire carries two ' +
-      'requests (`subagent/start`, `run/dispose`) and two notifications (`subagent/start`, `subagent/end`). The floor is a bare vscode-jsonrpc request echoing a start-sized payload' +
-      ' on the same kind of unix socket. Configurations are interleaved in rounds and their samples pooled.',
+      'requests (`subagent/start`, `run/dispose`) and two notifications (`subagent/start`, `subagent/end`). The floors answer a ' +
+      'start-sized payload on the same kind of unix socket, each served by its own process as the daemon is: (d) vscode-jsonrpc ' +
+      'with its own writers on both ends, (f) vscode-jsonrpc with the frame writer the client and daemon use, (r) no library. ' +
+      `Configurations alternate in ${options.rounds} rounds; a round's medians make one pair, and "÷ floor" is the median ` +
+      '(min – max) of the per-round ratios.',
   );
   const local = await inProcessDaemon(cleanup);
   const proc = await daemonProcess(cleanup);
@@ -73,147 +84,172 @@ export async function wireOverhead(report: Report, cleanup: Cleanup, options: Wi
     return [t1 - t0, t2 - t0];
   };
 
-  const localClient = await client(cleanup, local.socket, 'bench-local');
-  const procClient = await client(cleanup, proc.socket, 'bench-proc');
+  const [procClient] = await clients(cleanup, proc.socket, 1, 'bench-proc');
   const stdio = await stdioClient(cleanup);
-  const floorLocalPath = join(local.dir, 'run', 'echo.sock');
-  const floorLocal = await listenEcho(floorLocalPath);
-  cleanup.defer('close the in-process echo server', () => floorLocal.close());
-  const floorProcPath = join(proc.dir, 'run', 'echo.sock');
-  const echoPid = await echoServerProcess(cleanup, floorProcPath);
-  const echoLocal = await echoClient(cleanup, floorLocalPath);
-  const echoProc = await echoClient(cleanup, floorProcPath);
+  const floorPath = (kind: string): string => join(proc.dir, 'run', `echo-${kind}.sock`);
+  const echoPid = await echoServerProcess(cleanup, floorPath('library'), 'library');
+  await echoServerProcess(cleanup, floorPath('frames'), 'frames');
+  await echoServerProcess(cleanup, floorPath('raw'), 'raw');
+  const echoLibrary = await echoClient(cleanup, floorPath('library'), 'library');
+  const echoFrames = await echoClient(cleanup, floorPath('frames'), 'frames');
+  const echoRaw = await rawEchoClient(floorPath('raw'));
+  cleanup.defer('close the raw echo client', () => echoRaw.close());
 
   const configs = [
     { name: 'a', bounds: options.latency, once: inProcessOnce },
-    { name: 'b1', bounds: options.latency, once: clientOnce(localClient, parent) },
-    { name: 'b2', bounds: options.latency, once: clientOnce(procClient, parent) },
-    { name: 'c', bounds: options.stdioLatency, once: clientOnce(stdio, parent) },
-    { name: 'd1', bounds: options.latency, once: floorOnce(echoLocal, params) },
-    { name: 'd2', bounds: options.latency, once: floorOnce(echoProc, params) },
-    { name: 'e1', bounds: options.latency, once: floorOnce(echoLocal, params, true) },
-    { name: 'e2', bounds: options.latency, once: floorOnce(echoProc, params, true) },
+    { name: 'b', bounds: options.latency, once: clientOnce(procClient!, parent) },
+    { name: 'c', bounds: options.latency, once: clientOnce(stdio, parent) },
+    { name: 'd', bounds: options.latency, once: floorOnce(echoLibrary, params) },
+    { name: 'e', bounds: options.latency, once: floorOnce(echoLibrary, params, true) },
+    { name: 'f', bounds: options.latency, once: floorOnce(echoFrames, params) },
+    { name: 'r', bounds: options.latency, once: floorOnce(echoRaw, params) },
   ];
+  const loadBefore = formatLoad();
   const results = await interleaved(configs, options.rounds);
-  const get = (name: string): { ready: Summary; result: Summary | undefined; perSecond: number; n: number } => {
+  const get = (name: string) => {
     const r = results.get(name)!;
     return {
       ready: summarize(r.samples[0] ?? []),
       result: r.samples[1] ? summarize(r.samples[1]) : undefined,
+      rounds: r.roundMedians.map((m) => m[0]!),
       perSecond: (r.count / r.elapsedMs) * 1000,
       n: r.count,
     };
   };
-  const floorLocalS = get('d1');
-  const floorProcS = get('d2');
+  const floor = get('d');
+  const vsFloor = (name: string): Spread => spreadOf(ratios(get(name).rounds, floor.rounds));
   const table = new Table('Sequential latency, one run in flight', [
     'path',
     'start→ready p50 / p99',
-    'ready p50 ÷ floor p50',
+    'ready, round medians: median (min – max)',
+    'ready ÷ floor (d)',
     'start→result p50 / p99',
     'sequential runs/s',
     'runs',
   ]);
-  const rows: Array<[string, string, Summary | undefined]> = [
-    ['a', '(a) in-process SubagentService, no wire', undefined],
-    ['b1', '(b1) client → unix socket → daemon library in this process', floorLocalS.ready],
-    ['b2', '(b2) client → unix socket → daemon process', floorProcS.ready],
-    ['c', '(c) client → stdio → private daemon process', floorProcS.ready],
+  const rows: Array<[string, string]> = [
+    ['a', '(a) in-process SubagentService, no wire'],
+    ['b', '(b) client → unix socket → daemon process'],
+    ['c', '(c) client → stdio → private daemon process'],
+    ['d', '(d) floor: vscode-jsonrpc echo process, its own writers'],
+    ['e', '(e) floor (d) sending a notification before it answers'],
+    ['f', '(f) floor: vscode-jsonrpc echo process, frame writer both ends'],
+    ['r', '(r) floor: raw echo process, no library'],
   ];
-  for (const [key, label, floor] of rows) {
+  for (const [key, label] of rows) {
     const s = get(key);
-    table.row(label, p50p99(s.ready), floor ? ratio(s.ready.p50 / floor.p50) : '—', s.result ? p50p99(s.result) : '—', rate(s.perSecond), s.n);
+    table.row(
+      label,
+      p50p99(s.ready),
+      spreadText(spreadOf(s.rounds), ms),
+      key === 'a' ? '—' : spreadText(vsFloor(key), ratio),
+      s.result ? p50p99(s.result) : '—',
+      rate(s.perSecond),
+      s.n,
+    );
   }
-  table.row('(d1) floor: vscode-jsonrpc echo, server in this process', p50p99(floorLocalS.ready), '1.00×', '—', rate(floorLocalS.perSecond), floorLocalS.n);
-  table.row('(d2) floor: vscode-jsonrpc echo, server process', p50p99(floorProcS.ready), '1.00×', '—', rate(floorProcS.perSecond), floorProcS.n);
-  const e1 = get('e1');
-  const e2 = get('e2');
-  table.row('(e1) echo that sends a notification first, server in this process', p50p99(e1.ready), ratio(e1.ready.p50 / floorLocalS.ready.p50), '—', rate(e1.perSecond), e1.n);
-  table.row('(e2) echo that sends a notification first, server process', p50p99(e2.ready), ratio(e2.ready.p50 / floorProcS.ready.p50), '—', rate(e2.perSecond), e2.n);
-  table.note('(b1) is compared with (d1), (b2) and (c) with (d2): client and server in one process vs in two.');
+  table.note(`Load average ${loadBefore} before these rounds, ${formatLoad()} after.`);
+  table.note('(e) is the message pattern of a start with no work behind it: the daemon sends `subagent/start` before answering.');
   table.note(
-    '(e) is the message pattern of a start with no work behind it: the daemon sends `subagent/start` before answering. ' +
-      `Against it, start→ready is ${ratio(get('b1').ready.p50 / e1.ready.p50)} (b1 ÷ e1) and ${ratio(get('b2').ready.p50 / e2.ready.p50)} (b2 ÷ e2).`,
+    'vscode-jsonrpc on both ends, by the medians: its writer costs (d) − (f) = ' +
+      `${ms(spreadOf(floor.rounds).median - spreadOf(get('f').rounds).median)} a round trip; its reader, queue and promises (f) − (r) = ` +
+      `${ms(spreadOf(get('f').rounds).median - spreadOf(get('r').rounds).median)}.`,
   );
   table.note('For the floor rows "runs/s" is echo round trips/s.');
   report.table(table);
 
-  const b1 = get('b1').ready.p50 / floorLocalS.ready.p50;
-  const b2 = get('b2').ready.p50 / floorProcS.ready.p50;
-  report.verdict('start→ready within 1.5× the floor, daemon process (b2 vs d2)', `${ratio(b2)} (${ms(get('b2').ready.p50)} vs ${ms(floorProcS.ready.p50)})`, b2 <= 1.5);
-  report.verdict('start→ready within 1.5× the floor, daemon in this process (b1 vs d1)', `${ratio(b1)} (${ms(get('b1').ready.p50)} vs ${ms(floorLocalS.ready.p50)})`, b1 <= 1.5);
+  const b = vsFloor('b');
+  report.verdict(
+    'start→ready ≤ 1.2× the vscode-jsonrpc echo floor in its own process (b ÷ d, median of round pairs)',
+    `${spreadText(b, ratio)} (${ms(spreadOf(get('b').rounds).median)} vs ${ms(spreadOf(floor.rounds).median)})`,
+    b.median <= 1.2,
+  );
 
   // --- throughput across several connections ------------------------------------------------
   const depth = options.pipelineDepth;
   const load = new Table(`Trivial runs/s across several connections, ${depth} runs in flight per connection`, [
     'target',
     'connections',
-    'runs/s',
-    'vs floor',
+    'runs/s, median (min – max)',
+    '÷ echo (d), per pair',
     'server CPU',
+    'server CPU per run',
     'bench (client) CPU',
   ]);
   const maxConnections = Math.max(...options.connections);
   const procPool = await clients(cleanup, proc.socket, maxConnections, 'load-proc');
-  const localPool = await clients(cleanup, local.socket, maxConnections, 'load-local');
   const echoPool: EchoClient[] = [];
-  for (let i = 0; i < maxConnections; i++) echoPool.push(await echoClient(cleanup, floorProcPath));
+  for (let i = 0; i < maxConnections; i++) echoPool.push(await echoClient(cleanup, floorPath('library'), 'library'));
 
-  const runLoad = async (
-    pool: RemoteSubagentService[],
-    connections: number,
-    serverPid: number | undefined,
-  ): Promise<{ perSecond: number; serverCpu: number; clientCpu: number }> => {
+  const runLoad = async (connections: number): Promise<LoadFigures> => {
     const disposals: Promise<void>[] = [];
     const once = async (worker: number): Promise<void> => {
-      const service = pool[worker % connections]!;
+      const service = procPool[worker % connections]!;
       const run = await service.start('echo', { prompt: PROMPT, parent, signal: abortSignal() });
       await run.result;
       disposals.push(run.dispose());
     };
-    // Warm-up at the same shape, then measure.
-    await closedLoops(connections * depth, 300, once, () => Promise.all(disposals.splice(0)));
-    return measuredLoad(serverPid, () => closedLoops(connections * depth, options.throughputMs, once, () => Promise.all(disposals.splice(0))));
+    await closedLoops(connections * depth, 200, once, () => Promise.all(disposals.splice(0)));
+    return measuredLoad(proc.pid, () => closedLoops(connections * depth, options.throughputMs, once, () => Promise.all(disposals.splice(0))));
   };
-  const runEchoLoad = (connections: number): Promise<{ perSecond: number; serverCpu: number; clientCpu: number }> => {
+  const runEchoLoad = async (connections: number): Promise<LoadFigures> => {
     const once = async (worker: number): Promise<void> => {
       await echoPool[worker % connections]!.echo(params);
     };
-    return measuredLoad(echoPid, () => closedLoops(connections * depth, Math.min(options.throughputMs, 1500), once));
+    await closedLoops(connections * depth, 200, once);
+    return measuredLoad(echoPid, () => closedLoops(connections * depth, options.throughputMs, once));
   };
 
-  const summaryRows: Array<{ connections: number; perSecond: number }> = [];
+  const fractions: Array<{ connections: number; fraction: Spread; perRunCpu: number }> = [];
   for (const connections of options.connections) {
-    const floor = await runEchoLoad(connections);
-    const viaProc = await runLoad(procPool, connections, proc.pid);
-    const viaLocal = await runLoad(localPool, connections, undefined);
-    load.row('daemon process (b2)', connections, rate(viaProc.perSecond), ratio(viaProc.perSecond / floor.perSecond), pct(viaProc.serverCpu), pct(viaProc.clientCpu));
-    load.row('daemon library in this process (b1)', connections, rate(viaLocal.perSecond), ratio(viaLocal.perSecond / floor.perSecond), '(shared)', pct(viaLocal.clientCpu));
-    load.row('floor: echo server process (d2)', connections, rate(floor.perSecond), '1.00×', pct(floor.serverCpu), pct(floor.clientCpu));
-    summaryRows.push({ connections, perSecond: viaProc.perSecond });
+    const echo: LoadFigures[] = [];
+    const daemon: LoadFigures[] = [];
+    for (let pair = 0; pair < options.throughputPairs; pair++) {
+      echo.push(await runEchoLoad(connections));
+      daemon.push(await runLoad(connections));
+    }
+    const fraction = spreadOf(ratios(daemon.map((d) => d.perSecond), echo.map((e) => e.perSecond)));
+    const row = (label: string, figures: LoadFigures[], vs: string): void => {
+      const cpu = spreadOf(figures.map((f) => f.serverCpu)).median;
+      const perSecond = spreadOf(figures.map((f) => f.perSecond));
+      load.row(label, connections, spreadText(perSecond, (v) => rate(v)), vs, pct(cpu), `${((cpu / perSecond.median) * 1e6).toFixed(0)} µs`, pct(spreadOf(figures.map((f) => f.clientCpu)).median));
+    };
+    row('daemon process (b)', daemon, spreadText(fraction, ratio));
+    row('floor: vscode-jsonrpc echo process (d)', echo, '1.00×');
+    const cpu = spreadOf(daemon.map((f) => f.serverCpu / f.perSecond)).median;
+    fractions.push({ connections, fraction, perRunCpu: cpu });
   }
-  load.note('A run here is start → result → dispose (dispose is sent without blocking the next start, and awaited before the clock stops).');
+  load.note(`${options.throughputPairs} alternating (echo, daemon) pairs per row; "÷ echo" is the median (min – max) of the per-pair ratios. Load average ${formatLoad()} at the end.`);
+  load.note('A run here is start → result → dispose (dispose is sent without blocking the next start, and awaited before the clock stops); an echo is one request.');
   load.note('CPU is CPU-seconds per wall-second of that process (100 % = one core busy); all clients run in the bench process.');
   report.table(load);
-  const best = summaryRows.reduce((a, b) => (b.perSecond > a.perSecond ? b : a));
+  const best = fractions.reduce((x, y) => (y.fraction.median > x.fraction.median ? y : x));
   report.verdict(
-    '≥ 3,000 trivial runs/s across several connections (daemon process)',
-    summaryRows.map((r) => `${rate(r.perSecond)} with ${r.connections} connections`).join(', '),
-    best.perSecond >= 3000,
+    `trivial runs/s ≥ 0.4 of the echo's requests/s at the same concurrency (${depth} in flight per connection)`,
+    fractions.map((f) => `${ratio(f.fraction.median)} with ${f.connections} connections`).join(', '),
+    best.fraction.median >= 0.4,
+  );
+  report.verdict(
+    'daemon CPU per trivial run ≤ 120 µs',
+    fractions.map((f) => `${(f.perRunCpu * 1e6).toFixed(0)} µs with ${f.connections} connections`).join(', '),
+    Math.min(...fractions.map((f) => f.perRunCpu)) <= 120e-6,
   );
 }
 
-async function measuredLoad(
-  serverPid: number | undefined,
-  body: () => Promise<{ count: number; elapsedMs: number }>,
-): Promise<{ perSecond: number; serverCpu: number; clientCpu: number }> {
-  const serverBefore = serverPid === undefined ? Number.NaN : cpuSecondsOf(serverPid);
+interface LoadFigures {
+  readonly perSecond: number;
+  readonly serverCpu: number;
+  readonly clientCpu: number;
+}
+
+async function measuredLoad(serverPid: number, body: () => Promise<{ count: number; elapsedMs: number }>): Promise<LoadFigures> {
+  const serverBefore = cpuSecondsOf(serverPid);
   const clientBefore = ownCpuSeconds();
   const result = await body();
   const seconds = result.elapsedMs / 1000;
   return {
     perSecond: result.count / seconds,
-    serverCpu: serverPid === undefined ? Number.NaN : (cpuSecondsOf(serverPid) - serverBefore) / seconds,
+    serverCpu: (cpuSecondsOf(serverPid) - serverBefore) / seconds,
     clientCpu: (ownCpuSeconds() - clientBefore) / seconds,
   };
 }

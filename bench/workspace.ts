@@ -18,6 +18,8 @@ export interface BenchWorld {
   readonly chat: string;
   /** A long, talkative run: many steps, each streaming ~8 KiB of text and making a tool call. */
   readonly chatty: string;
+  /** The most events a run may make: 50 steps of short text deltas and a cheap (unknown) tool call. */
+  readonly stream: string;
   readonly scriptsDir: string;
 }
 
@@ -74,5 +76,17 @@ export function makeWorld(cleanup: Cleanup): BenchWorld {
       { text: 'done talking', finish: 'stop' as const, usage },
     ],
   });
-  return { workspace, fiveStep, hold, chat, chatty, scriptsDir };
+  // The loop's default step cap is 50. Each step: 3 text deltas, the assistant message, usage, the
+  // call and its error result (no such tool: no disk work), i.e. events the session log writes too.
+  const stream = write('stream.json', {
+    steps: [
+      ...Array.from({ length: 49 }, (_, i) => ({
+        text: `step ${i}: streaming a few short deltas`,
+        toolCalls: [{ name: 'no_such_tool', arguments: { step: i } }],
+        usage,
+      })),
+      { text: 'done streaming', finish: 'stop' as const, usage },
+    ],
+  });
+  return { workspace, fiveStep, hold, chat, chatty, stream, scriptsDir };
 }

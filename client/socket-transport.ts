@@ -1,6 +1,7 @@
 /** The default transport: the shared daemon's unix socket. */
 import { createConnection, type Socket } from 'node:net';
-import { SocketMessageReader, SocketMessageWriter } from 'vscode-jsonrpc/node';
+import { SocketMessageReader } from 'vscode-jsonrpc/node';
+import { FrameWriter } from '../common/frame-writer.js';
 import { SubagentError } from '../protocol/index.js';
 import { ClosedSignal, type Transport } from './transport.js';
 
@@ -56,7 +57,7 @@ export async function openSocketTransport(path: string): Promise<Transport> {
 
   return {
     reader: new SocketMessageReader(socket),
-    writer: new SocketMessageWriter(socket),
+    writer: new FrameWriter(socket),
     describe: () => describeSocket(path),
     onClosed: (listener) => closed.subscribe(listener),
     close: async () => {

@@ -3,7 +3,8 @@
  * owns its lifetime. The daemon's stderr is kept (last few KiB) so that a crash can say why.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { StreamMessageReader, StreamMessageWriter } from 'vscode-jsonrpc/node';
+import { StreamMessageReader } from 'vscode-jsonrpc/node';
+import { FrameWriter } from '../common/frame-writer.js';
 import { SubagentError } from '../protocol/index.js';
 import { within } from '../common/bounded-wait.js';
 import { climbKillLadder } from '../common/kill-ladder.js';
@@ -64,7 +65,7 @@ export async function spawnStdioTransport(options: StdioSpawnOptions): Promise<T
   let closing: Promise<void> | undefined;
   return {
     reader: new StreamMessageReader(stdout),
-    writer: new StreamMessageWriter(stdin),
+    writer: new FrameWriter(stdin),
     describe: () => `the private subagentd daemon (pid ${child.pid ?? '?'}, \`${commandLine}\`)`,
     onClosed: (listener) => closed.subscribe(listener),
     close: () => (closing ??= stopChild(child, options.exitGraceMs ?? 2000)),

@@ -1,10 +1,12 @@
 /**
- * A byte channel to one daemon, framed by vscode-jsonrpc. Each kind (unix socket, private stdio
+ * A byte channel to one daemon: read by vscode-jsonrpc, written by the shared frame writer
+ * (one write per tick, common/frame-writer.ts). Each kind (unix socket, private stdio
  * daemon, caller-supplied streams) says who is on the other end and reports, once, that the
  * peer is gone, so the channel can fail everything pending instead of hanging.
  */
 import type { Readable, Writable } from 'node:stream';
-import { StreamMessageReader, StreamMessageWriter, type MessageReader, type MessageWriter } from 'vscode-jsonrpc/node';
+import { StreamMessageReader, type MessageReader, type MessageWriter } from 'vscode-jsonrpc/node';
+import { FrameWriter } from '../common/frame-writer.js';
 
 export interface Transport {
   readonly reader: MessageReader;
@@ -50,7 +52,7 @@ export function streamTransport(streams: { readonly reader: Readable; readonly w
   let closing: Promise<void> | undefined;
   return {
     reader: new StreamMessageReader(reader),
-    writer: new StreamMessageWriter(writer),
+    writer: new FrameWriter(writer),
     describe: () => 'the subagentd daemon on the supplied stream',
     onClosed: (listener) => closed.subscribe(listener),
     close: () => {

@@ -15,9 +15,24 @@ export function frameBody(body: Buffer): Buffer {
   return frame;
 }
 
-/** One frame holding `message` as JSON. */
+/** One frame as text (header and JSON body) and its length in bytes on the wire. */
+export interface Frame {
+  readonly text: string;
+  readonly bytes: number;
+}
+
+/** One frame holding `message` as JSON, as text: writers hand a turn's frames to the socket as one string. */
+export function frameOf(message: object): Frame {
+  const body = JSON.stringify(message);
+  const length = Buffer.byteLength(body, 'utf8');
+  const text = `Content-Length: ${length}\r\n\r\n${body}`;
+  // The header is ASCII: its bytes are its characters.
+  return { text, bytes: text.length - body.length + length };
+}
+
+/** One frame holding `message` as JSON, as a buffer (a last write outside any writer, a relay). */
 export function encodeFrame(message: object): Buffer {
-  return frameBody(Buffer.from(JSON.stringify(message), 'utf8'));
+  return Buffer.from(frameOf(message).text, 'utf8');
 }
 
 /**

@@ -143,15 +143,22 @@ function tokenMatches(token: string, hash: string): boolean {
 class ServiceRunHost implements RunHost {
   /** This run's share of the event stream; a resume gets a fresh one. */
   budget: StreamBudget;
+  private runLog: Logger | undefined;
 
   constructor(
     public runId: string,
     public owner: RunOwner,
     public stream: boolean,
-    readonly log: Logger,
+    private readonly serviceLog: Logger,
+    private readonly provider: string,
     readonly maxOutputBytes: number,
   ) {
     this.budget = new StreamBudget(maxOutputBytes);
+  }
+
+  /** Made on first use: most runs never log, and a pino child per start is measurable. */
+  get log(): Logger {
+    return (this.runLog ??= this.serviceLog.child({ runId: this.runId, provider: this.provider }));
   }
 
   callTool(call: { callId: string; name: string; arguments: unknown }, signal: AbortSignal): Promise<ToolCallResult> {
@@ -175,6 +182,8 @@ export class SubagentService {
   readonly registry = new ProviderRegistry();
   readonly ledger: RunLedger;
   private readonly runs = new Map<string, LiveRun>();
+  /** The runs with a parent run (nested delegation): what a cancel or dispose scans, not every run. */
+  private readonly nested = new Set<LiveRun>();
   private readonly starting = new Map<string, { owner: RunOwner; abort: AbortController }>();
   private readonly listeners = new Set<LifecycleListener>();
   private readonly detachGraceMs: number;
@@ -239,7 +248,7 @@ export class SubagentService {
     const onCancel = (): void => abort.abort(new SubagentError('ABORTED', 'start was cancelled before the child was ready'));
     if (cancel.aborted) onCancel();
     cancel.addEventListener('abort', onCancel, { once: true });
-    const host = new ServiceRunHost(runId, owner, params.stream === true, this.log.child({ runId, provider: provider.name }), this.maxOutputBytes);
+    const host = new ServiceRunHost(runId, owner, params.stream === true, this.log, provider.name, this.maxOutputBytes);
     this.starting.set(runId, { owner, abort });
     let run: DaemonRun;
     let lease: Lease | undefined;
@@ -335,6 +344,7 @@ export class SubagentService {
       recorded: Promise.resolve(),
     };
     this.runs.set(record.runId, record);
+    if (record.parentRunId !== undefined) this.nested.add(record);
     this.log.info({ runId: record.runId, provider, owner: owner.id }, 'run started');
     // setImmediate: the start response is queued on the connection before subagent/end can be.
     run.result.finally(() => lease.release()).then(
@@ -452,7 +462,7 @@ export class SubagentService {
 
   /** Nested delegation: a cancelled or disposed run takes the runs its child started down with it. */
   private cancelDescendants(runId: string): void {
-    for (const child of this.runs.values()) {
+    for (const child of this.nested) {
       if (child.parentRunId !== runId || child.state !== 'running') continue;
       child.abort.abort(new SubagentError('ABORTED', `its parent run ${runId} was cancelled`));
       this.cancelDescendants(child.runId);
@@ -496,6 +506,7 @@ export class SubagentService {
       if (this.disposedCount <= DISPOSED_RETENTION) break;
       if (record.state === 'disposed') {
         this.runs.delete(runId);
+        this.nested.delete(record);
         this.disposedCount -= 1;
       }
     }
@@ -543,7 +554,7 @@ export class SubagentService {
     if (!provider?.restore) {
       throw new SubagentError('UNSUPPORTED_OPERATION', `run ${record.runId} was run by a previous daemon and provider "${record.provider}" cannot restore it`);
     }
-    const host = new ServiceRunHost(record.runId, owner, stream, this.log.child({ runId: record.runId, provider: record.provider }), this.maxOutputBytes);
+    const host = new ServiceRunHost(record.runId, owner, stream, this.log, record.provider, this.maxOutputBytes);
     const stored = (await this.ledger.get(record.runId))?.restore;
     record.run = await provider.restore(record.id, {
       ...(report && { report }),
@@ -741,7 +752,7 @@ export class SubagentService {
   private async continueRun(stored: StoredRun): Promise<void> {
     const provider = this.registry.get(stored.provider);
     if (!provider?.restore) throw new Error(`provider "${stored.provider}" is not registered or cannot restore children`);
-    const host = new ServiceRunHost(stored.runId, DETACHED, false, this.log.child({ runId: stored.runId, provider: stored.provider }), this.maxOutputBytes);
+    const host = new ServiceRunHost(stored.runId, DETACHED, false, this.log, stored.provider, this.maxOutputBytes);
     const restored = await provider.restore(stored.id, {
       host,
       result: { output: [], stopReason: 'aborted' },

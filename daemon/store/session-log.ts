@@ -1,8 +1,8 @@
 /**
  * A child's append-only session log: a header and events, kept in memory and mirrored to
- * `${dir}/${id}.jsonl` (header line, then one event per line). Appends are queued in order and
- * written as they happen; `flush()` waits for them and fsyncs, which the loop does at every turn
- * end. A write failure (full or read-only disk) is kept and re-thrown by the next flush as a
+ * `${dir}/${id}.jsonl` (header line, then one event per line). Appends are kept in order and
+ * written once per event-loop turn, all of that turn's lines in one write; `flush()` writes what
+ * is waiting, waits for it and fsyncs, which the loop does at every turn end. A write failure (full or read-only disk) is kept and re-thrown by the next flush as a
  * `SessionWriteError` naming the file and errno: the log cannot silently diverge from its file.
  * After a failure nothing more is written and a partly written line is cut off, so what the file
  * already holds stays whole and readable.
@@ -29,6 +29,9 @@ export class SessionLog {
   /** Opened lazily, so a log closed between runs reopens on its next append. */
   private handle: Promise<FileHandle> | undefined;
   private writing: Promise<void> = Promise.resolve();
+  /** Lines appended this turn, not yet handed to a write. */
+  private queued = '';
+  private scheduled = false;
   private failure: unknown;
   /** Bytes of whole lines in the file (undefined until known): a failed append is cut back to it. */
   private size: number | undefined;
@@ -81,30 +84,43 @@ export class SessionLog {
     return this.log;
   }
 
-  /** Stamps `at`, keeps the event in memory and queues its line. Returns the stored event. */
+  /** Stamps `at`, keeps the event in memory and queues its line for this turn's write. Returns the stored event. */
   append(event: SessionEvent): SessionEvent {
     const stored = stamp(event);
     this.log.push(stored);
+    this.queued += `${JSON.stringify(stored)}\n`;
+    if (!this.scheduled) {
+      this.scheduled = true;
+      setImmediate(() => this.writeQueued());
+    }
+    return stored;
+  }
+
+  /** Hands the turn's lines to one write, after the writes before it. */
+  private writeQueued(): void {
+    this.scheduled = false;
+    const lines = this.queued;
+    if (lines === '') return;
+    this.queued = '';
     const handle = (this.handle ??= open(this.path, 'a'));
-    const line = `${JSON.stringify(stored)}\n`;
     this.writing = this.writing
       .then(async () => {
         if (this.failure !== undefined) return; // the file stays as it was at the first failure
         const opened = await handle;
         this.size ??= (await opened.stat()).size;
-        await opened.write(line);
-        this.size += Buffer.byteLength(line);
+        await opened.write(lines);
+        this.size += Buffer.byteLength(lines);
       })
       .catch(async (error: unknown) => {
         this.failure ??= new SessionWriteError(this.path, error);
         if (this.size === undefined) return;
         await handle.then((opened) => opened.truncate(this.size)).catch(() => undefined);
       });
-    return stored;
   }
 
-  /** Waits for queued appends and fsyncs; re-throws any write failure since the log opened. */
+  /** Writes and waits for queued appends, and fsyncs; re-throws any write failure since the log opened. */
   async flush(): Promise<void> {
+    this.writeQueued();
     await this.writing;
     if (this.failure !== undefined) throw this.failure;
     if (this.handle) {
@@ -118,6 +134,7 @@ export class SessionLog {
 
   /** Flushes and releases the file handle; a later append reopens it. */
   async close(): Promise<void> {
+    this.writeQueued();
     const handle = this.handle;
     this.handle = undefined;
     await this.writing;

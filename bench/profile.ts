@@ -1,0 +1,135 @@
+/**
+ * `node dist/bench/profile.js [trivial|events] [seconds]`: CPU profiles of the hot path, both
+ * sides. The daemon process runs under `node --cpu-prof` (written when it exits on SIGTERM);
+ * this process, the client, is profiled through the inspector. The load is the wire bench's:
+ * `trivial` = trivial runs (start → result → dispose) over 8 connections × 8 in flight;
+ * `events` = one client streaming a long scripted run's events with the session log on.
+ * Prints each side's top entries by self time (% of busy samples, idle excluded) and leaves the
+ * .cpuprofile files in a temp dir it names (open them in Chrome DevTools).
+ */
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { Session } from 'node:inspector/promises';
+import { join } from 'node:path';
+import type { ContentBlock } from '../protocol/index.js';
+import { abortSignal, clients, daemonProcess } from './daemons.js';
+import { closedLoops } from './loops.js';
+import { formatLoad } from './machine.js';
+import { Cleanup, cpuSecondsOf, ownCpuSeconds } from './procs.js';
+import { makeWorld } from './workspace.js';
+
+interface ProfileNode {
+  readonly id: number;
+  readonly callFrame: { readonly functionName: string; readonly url: string; readonly lineNumber: number };
+}
+interface CpuProfile {
+  readonly nodes: readonly ProfileNode[];
+  readonly samples: readonly number[];
+}
+
+export interface TopEntry {
+  readonly share: number;
+  readonly name: string;
+  readonly where: string;
+}
+
+const NOT_BUSY = new Set(['(idle)', '(program)']);
+
+/** The `limit` functions with the most self time, as shares of the busy samples. */
+export function topSelfTime(profile: CpuProfile, limit: number): TopEntry[] {
+  const byId = new Map(profile.nodes.map((node) => [node.id, node]));
+  const counts = new Map<string, { name: string; where: string; samples: number }>();
+  let busy = 0;
+  for (const id of profile.samples) {
+    const frame = byId.get(id)?.callFrame;
+    if (!frame || NOT_BUSY.has(frame.functionName)) continue;
+    busy += 1;
+    const where = frame.url === '' ? '' : `${shortUrl(frame.url)}:${frame.lineNumber + 1}`;
+    const name = frame.functionName || '(anonymous)';
+    const key = `${name}@${where}`;
+    const entry = counts.get(key) ?? { name, where, samples: 0 };
+    entry.samples += 1;
+    counts.set(key, entry);
+  }
+  return [...counts.values()]
+    .sort((a, b) => b.samples - a.samples)
+    .slice(0, limit)
+    .map((e) => ({ share: e.samples / Math.max(1, busy), name: e.name, where: e.where }));
+}
+
+function shortUrl(url: string): string {
+  const path = url.replace(/^file:\/\//, '');
+  const modules = path.lastIndexOf('node_modules/');
+  if (modules >= 0) return path.slice(modules + 'node_modules/'.length);
+  const dist = path.lastIndexOf('/dist/');
+  return dist >= 0 ? path.slice(dist + 1) : path;
+}
+
+function printTop(title: string, top: readonly TopEntry[]): void {
+  console.log(`\n${title}\n| self % | function | file |\n| ---: | --- | --- |`);
+  for (const e of top) console.log(`| ${(e.share * 100).toFixed(1)} | ${e.name} | ${e.where} |`);
+}
+
+const PROMPT: ContentBlock[] = [{ type: 'text', text: 'echo hello from the bench' }];
+
+async function main(): Promise<void> {
+  const load = process.argv[2] === 'events' ? 'events' : 'trivial';
+  const seconds = Number(process.argv[3] ?? 5);
+  const cleanup = new Cleanup();
+  // Kept after the run (the profiles are the output), unlike the daemon's temp dirs.
+  const profDir = mkdtempSync(join(tmpdir(), 'subagentd-profile-'));
+  try {
+    const world = makeWorld(cleanup);
+    const config = { model: { default: `scripted:${world.stream}` }, limits: { maxConcurrentRuns: 256, maxRunsPerConnection: 256 } };
+    const daemon = await daemonProcess(cleanup, config, ['--cpu-prof', '--cpu-prof-dir', profDir]);
+    const connections = load === 'trivial' ? 8 : 1;
+    const pool = await clients(cleanup, daemon.socket, connections, 'profile');
+    const parent = { sessionId: 'profile', cwd: world.workspace };
+    const disposals: Promise<void>[] = [];
+    const trivial = async (worker: number): Promise<void> => {
+      const run = await pool[worker % connections]!.start('echo', { prompt: PROMPT, parent, signal: abortSignal() });
+      await run.result;
+      disposals.push(run.dispose());
+    };
+    let events = 0;
+    const streamed = async (): Promise<void> => {
+      const run = await pool[0]!.start('spawn', { prompt: PROMPT, parent, signal: abortSignal(), onEvent: () => void events++ });
+      await run.result;
+      await run.dispose();
+    };
+    const once = load === 'trivial' ? trivial : streamed;
+    const workers = load === 'trivial' ? connections * 8 : 1;
+    await closedLoops(workers, 500, once, () => Promise.all(disposals.splice(0)));
+    events = 0;
+    const session = new Session();
+    session.connect();
+    await session.post('Profiler.enable');
+    await session.post('Profiler.start');
+    const daemonCpu = cpuSecondsOf(daemon.pid);
+    const clientCpu = ownCpuSeconds();
+    const result = await closedLoops(workers, seconds * 1000, once, () => Promise.all(disposals.splice(0)));
+    const daemonUsed = cpuSecondsOf(daemon.pid) - daemonCpu;
+    const clientUsed = ownCpuSeconds() - clientCpu;
+    const { profile } = (await session.post('Profiler.stop')) as { profile: CpuProfile };
+    session.disconnect();
+    const ops = load === 'trivial' ? result.count : events;
+    const unit = load === 'trivial' ? 'run' : 'event';
+    const perOp = (cpu: number): string => `${((cpu / ops) * 1e6).toFixed(1)} µs`;
+    // CPU per operation moves far less with the machine's load than a rate does.
+    console.log(
+      `${load}: ${Math.round((ops / result.elapsedMs) * 1000)} ${unit}s/s over ${seconds} s; CPU per ${unit}: daemon ${perOp(daemonUsed)}, ` +
+        `client ${perOp(clientUsed)} (profiler on); load average ${formatLoad()}`,
+    );
+    writeFileSync(join(profDir, 'client.cpuprofile'), JSON.stringify(profile));
+    printTop('client (this process), top self time', topSelfTime(profile, 15));
+    await cleanup.runAll(); // SIGTERM: the daemon exits and writes its profile
+    const daemonFile = readdirSync(profDir).find((name) => name.startsWith('CPU.'));
+    if (!daemonFile) throw new Error('the daemon wrote no CPU profile');
+    printTop('daemon process, top self time', topSelfTime(JSON.parse(readFileSync(join(profDir, daemonFile), 'utf8')) as CpuProfile, 15));
+  } finally {
+    await cleanup.runAll();
+  }
+  console.log(`\nprofiles: ${profDir}`);
+}
+
+await main();

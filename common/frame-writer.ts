@@ -1,0 +1,108 @@
+/**
+ * JSON-RPC framing on the way out, one home for both ends of the wire. Each message is one
+ * `Content-Length` frame built as one string, and the frames of one batch leave in a single
+ * stream write. vscode-jsonrpc's own writer writes the header and the body apart, each awaited
+ * under a lock, so its messages never share a syscall.
+ *
+ * A batch is a tick (`'tick'`, until the nextTick queue runs: the client, whose requests should
+ * leave at once) or an event-loop turn (`'turn'`, until the next check phase: the daemon). The
+ * daemon answers a start only after the run index's batch of that turn is written, while the
+ * start's `subagent/start` notification was written before; flushing per turn sends both, and
+ * whatever else the turn's handlers wrote to that client, in one write instead of several.
+ *
+ * A write never rejects: a failed write (EPIPE on a peer that hung up, a destroyed stream) is
+ * reported on `onError` and its promise resolves. vscode-jsonrpc drops some write promises on the
+ * floor (its replies), and the reader side learns of a dead peer anyway.
+ */
+import type { Writable } from 'node:stream';
+import { Emitter, type Event, type Message, type MessageWriter } from 'vscode-jsonrpc/node';
+import { frameOf, type Frame } from '../protocol/framing.js';
+
+
+type Done = (error?: Error | null) => void;
+
+/** How long frames are gathered before they are written together (see the header). */
+export type BatchSpan = 'tick' | 'turn';
+
+/** Frames joined until the end of the tick or turn, then written as one chunk; each hears its outcome. */
+class FrameBatch {
+  private text = '';
+  private waiting: Done[] = [];
+  private scheduled = false;
+
+  constructor(
+    private readonly output: Writable,
+    private readonly span: BatchSpan,
+  ) {}
+
+  add(frame: string, done: Done): void {
+    this.text += frame;
+    this.waiting.push(done);
+    if (this.scheduled) return;
+    this.scheduled = true;
+    if (this.span === 'tick') process.nextTick(() => this.flush());
+    else setImmediate(() => this.flush());
+  }
+
+  flush(): void {
+    this.scheduled = false;
+    const waiting = this.waiting;
+    if (waiting.length === 0) return;
+    const text = this.text;
+    this.text = '';
+    this.waiting = [];
+    const settle = (error?: Error | null): void => {
+      for (const done of waiting) done(error);
+    };
+    if (this.output.destroyed || this.output.writableEnded) return settle(new Error('the connection is closed'));
+    this.output.write(text, 'utf8', settle);
+  }
+}
+
+export class FrameWriter implements MessageWriter {
+  private readonly batch: FrameBatch;
+  private errors = 0;
+  private readonly errorEmitter = new Emitter<[Error, Message | undefined, number | undefined]>();
+  private readonly closeEmitter = new Emitter<void>();
+
+  constructor(
+    private readonly output: Writable,
+    span: BatchSpan = 'tick',
+  ) {
+    this.batch = new FrameBatch(output, span);
+    output.on('close', () => this.closeEmitter.fire());
+    // A stream without an 'error' listener throws its error (stdout's EPIPE) as an uncaught exception.
+    output.on('error', (error: Error) => this.errorEmitter.fire([error, undefined, ++this.errors]));
+  }
+
+  get onError(): Event<[Error, Message | undefined, number | undefined]> {
+    return this.errorEmitter.event;
+  }
+
+  get onClose(): Event<void> {
+    return this.closeEmitter.event;
+  }
+
+  write(message: Message): Promise<void> {
+    return new Promise<void>((resolve) => this.send(message, frameOf(message), () => resolve()));
+  }
+
+  /** Queues one frame; `done` runs once the stream took its batch's chunk, or failed to. */
+  protected send(message: Message, frame: Frame, done: (error?: Error | null) => void): void {
+    this.batch.add(frame.text, (error) => {
+      if (error) this.errorEmitter.fire([error, message, ++this.errors]);
+      done(error);
+    });
+  }
+
+  /** Writes what the batch holds, then ends the stream. */
+  end(): void {
+    this.batch.flush();
+    this.output.end();
+  }
+
+  dispose(): void {
+    this.errorEmitter.dispose();
+    this.closeEmitter.dispose();
+  }
+}

@@ -1,0 +1,119 @@
+/**
+ * The shared frame writer on a real unix socket: a tick's messages leave in one socket write
+ * (not two writes per message, as vscode-jsonrpc's writer makes), the peer's vscode-jsonrpc reader
+ * decodes them whole and in order, frame sizes count bytes (not characters), and a write to a
+ * closed socket resolves and is reported on `onError` instead of rejecting.
+ */
+import { createConnection, createServer, type Server, type Socket } from 'node:net';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { SocketMessageReader, type Message } from 'vscode-jsonrpc/node';
+import { FrameWriter } from '../common/frame-writer.js';
+import { frameOf } from '../protocol/framing.js';
+import { CountingWriter } from '../daemon/connection/counting-writer.js';
+import { useTempDirs } from './support/scripted-fixtures.js';
+
+const tempDir = useTempDirs();
+const cleanups: Array<() => void> = [];
+afterEach(() => {
+  for (const cleanup of cleanups.splice(0)) cleanup();
+  vi.restoreAllMocks();
+});
+
+/** A connected pair over a unix socket in a temp dir: `client` writes, `server` reads. */
+async function socketPair(): Promise<{ client: Socket; server: Socket }> {
+  const path = join(await tempDir(), 's.sock');
+  let listener!: Server;
+  const accepted = new Promise<Socket>((resolve) => {
+    listener = createServer(resolve);
+  });
+  await new Promise<void>((resolve) => listener.listen(path, resolve));
+  const client = createConnection(path);
+  const server = await accepted;
+  cleanups.push(() => {
+    client.destroy();
+    server.destroy();
+    listener.close();
+  });
+  return { client, server };
+}
+
+function received(server: Socket, count: number): Promise<Message[]> {
+  const reader = new SocketMessageReader(server);
+  const messages: Message[] = [];
+  return new Promise((resolve) => {
+    reader.listen((message) => {
+      messages.push(message);
+      if (messages.length === count) resolve(messages);
+    });
+  });
+}
+
+const note = (n: number, text = 'x'): Message => ({ jsonrpc: '2.0', method: 'test/note', params: { n, text } }) as Message;
+
+describe('FrameWriter', () => {
+  it("writes one tick's messages in one socket write, decoded whole and in order", async () => {
+    const { client, server } = await socketPair();
+    const writes = vi.spyOn(client, 'write');
+    const writer = new FrameWriter(client);
+    const got = received(server, 4);
+    await Promise.all([writer.write(note(1)), writer.write(note(2, 'é ünïcode ✓')), writer.write(note(3))]);
+    expect(writes).toHaveBeenCalledTimes(1);
+    await writer.write(note(4)); // the next tick: its own write
+    expect(writes).toHaveBeenCalledTimes(2);
+    const params = (await got).map((m) => (m as unknown as { params: { n: number; text: string } }).params);
+    expect(params.map((p) => p.n)).toEqual([1, 2, 3, 4]);
+    expect(params[1]!.text).toBe('é ünïcode ✓');
+    writer.dispose();
+  });
+
+  it('counts frame sizes in bytes', () => {
+    const frame = frameOf(note(1, 'ü✓'.repeat(10)));
+    expect(frame.bytes).toBe(Buffer.byteLength(frame.text, 'utf8'));
+    expect(frame.bytes).toBeGreaterThan(frame.text.length);
+    const body = frame.text.slice(frame.text.indexOf('\r\n\r\n') + 4);
+    expect(frame.text.startsWith(`Content-Length: ${Buffer.byteLength(body)}\r\n\r\n`)).toBe(true);
+  });
+
+  it('resolves a write to a closed socket and reports it on onError', async () => {
+    const { client } = await socketPair();
+    const writer = new FrameWriter(client);
+    const errors: Error[] = [];
+    writer.onError(([error]) => errors.push(error));
+    client.destroy();
+    await expect(writer.write(note(1))).resolves.toBeUndefined();
+    expect(errors.map((e) => e.message)).toContain('the connection is closed');
+    writer.dispose();
+  });
+});
+
+describe('CountingWriter', () => {
+  it("writes one event-loop turn's messages in one socket write, across ticks", async () => {
+    const { client, server } = await socketPair();
+    const writes = vi.spyOn(client, 'write');
+    const writer = new CountingWriter(client);
+    const got = received(server, 3);
+    const first = writer.write(note(1));
+    await new Promise<void>((resolve) => process.nextTick(resolve)); // a later tick, the same turn
+    const rest = [writer.write(note(2)), writer.write(note(3))];
+    await Promise.all([first, ...rest]);
+    expect(writes).toHaveBeenCalledTimes(1);
+    expect((await got).map((m) => (m as unknown as { params: { n: number } }).params.n)).toEqual([1, 2, 3]);
+    writer.dispose();
+  });
+
+  it('counts unsent messages and bytes until the turn’s write is taken', async () => {
+    const { client, server } = await socketPair();
+    const writer = new CountingWriter(client);
+    const got = received(server, 2);
+    const first = writer.write(note(1, 'ü'));
+    const second = writer.write(note(2));
+    expect(writer.unsent).toBe(2);
+    expect(writer.unsentBytes).toBe(frameOf(note(1, 'ü')).bytes + frameOf(note(2)).bytes);
+    await Promise.all([first, second]);
+    expect(writer.unsent).toBe(0);
+    expect(writer.unsentBytes).toBe(0);
+    expect(await got).toHaveLength(2);
+    writer.dispose();
+  });
+});

@@ -1,0 +1,48 @@
+/**
+ * The session log writes each event-loop turn's appends as one write, in order, and `flush()`
+ * writes what is still waiting: a flushed log holds every appended line.
+ */
+import { open, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { SessionLog } from '../daemon/store/session-log.js';
+import { useTempDirs } from './support/scripted-fixtures.js';
+
+const tempDir = useTempDirs();
+const header = { id: 's1', parentSession: 'p', cwd: '/work', delegationDepth: 1, provider: 'spawn', model: 'm', createdAt: '2026-01-01T00:00:00.000Z' };
+const text = (t: string) => ({ type: 'user/message' as const, content: [{ type: 'text' as const, text: t }] });
+const texts = (file: string): string[] =>
+  file
+    .trim()
+    .split('\n')
+    .slice(1)
+    .map((line) => (JSON.parse(line) as { content: Array<{ text: string }> }).content[0]!.text);
+
+/** Counts FileHandle writes (the class is not exported: take its prototype from a handle). */
+async function countWrites(dir: string): Promise<{ calls: () => number }> {
+  const probe = await open(join(dir, 'probe'), 'w');
+  const spy = vi.spyOn(Object.getPrototypeOf(probe) as { write: (...args: unknown[]) => unknown }, 'write');
+  await probe.close();
+  return { calls: () => spy.mock.calls.length };
+}
+
+afterEach(() => vi.restoreAllMocks());
+
+describe('SessionLog batching', () => {
+  it("writes one turn's appends in one write, and the next turn's in another", async () => {
+    const dir = await tempDir();
+    const log = await SessionLog.create(dir, header);
+    const writes = await countWrites(dir);
+    for (const t of ['a', 'b', 'c']) log.append(text(t));
+    await log.flush();
+    expect(writes.calls()).toBe(1);
+    expect(texts(await readFile(log.path, 'utf8'))).toEqual(['a', 'b', 'c']);
+
+    log.append(text('d'));
+    await new Promise((resolve) => setImmediate(resolve)); // the turn ends: its batch is handed over
+    log.append(text('e'));
+    await log.close();
+    expect(writes.calls()).toBe(3);
+    expect(texts(await readFile(log.path, 'utf8'))).toEqual(['a', 'b', 'c', 'd', 'e']);
+  });
+});
