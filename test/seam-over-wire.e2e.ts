@@ -201,6 +201,26 @@ describe('lifecycle', () => {
     peer.close();
   });
 
+  it('a run streams after its start reply, and ends after its events; a resumed run likewise', async () => {
+    const peer = await RawPeer.initialized(daemon.socket);
+    // The echo fixture emits its event inside the provider's start, before the run is published.
+    const reply = await peer.request('subagent/start', { provider: 'echo', prompt: prompt('echo early'), parent, stream: true });
+    const { runId } = reply.result as { runId: string };
+    const end = await peer.waitFor((m) => m.method === 'subagent/end');
+    const [event] = peer.notifications('run/event');
+    expect(event?.params).toMatchObject({ runId, event: { text: 'echo early' } });
+    expect(peer.messages.indexOf(reply)).toBeLessThan(peer.messages.indexOf(event!));
+    expect(peer.messages.indexOf(event!)).toBeLessThan(peer.messages.indexOf(end));
+    const resumed = await peer.request('run/resume', { runId, prompt: prompt('echo again'), stream: true });
+    const next = (resumed.result as { runId: string }).runId;
+    const nextEnd = await peer.waitFor((m) => m.method === 'subagent/end' && (m.params as { runId: string }).runId === next);
+    const nextEvent = peer.notifications('run/event').find((m) => (m.params as { runId: string }).runId === next);
+    expect(nextEvent?.params).toMatchObject({ event: { text: 'echo again' } });
+    expect(peer.messages.indexOf(resumed)).toBeLessThan(peer.messages.indexOf(nextEvent!));
+    expect(peer.messages.indexOf(nextEvent!)).toBeLessThan(peer.messages.indexOf(nextEnd));
+    peer.close();
+  });
+
   it('events reach only the connection that started the run', async () => {
     const a = await RawPeer.initialized(daemon.socket, 'a');
     const b = await RawPeer.initialized(daemon.socket, 'b');

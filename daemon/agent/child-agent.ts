@@ -66,10 +66,6 @@ export class ChildAgent {
     return this.session.events;
   }
 
-  get sessionPath(): string {
-    return this.session.path;
-  }
-
   /** Whether a run is in progress. */
   get running(): boolean {
     return this.busy;
@@ -99,8 +95,11 @@ export class ChildAgent {
     structured?.reset();
     const from = this.session.events.length;
     try {
-      // The turn's first event waits one macrotask, so whoever just received this run (the
-      // service answering a start or resume) announces it before any of its events stream out.
+      // The first step waits one macrotask so that whoever just received this run (the caller
+      // of start or resume, in-process) can steer it before the model is first asked: a message
+      // sent in the same turn as the start is part of the first step. Not an ordering of
+      // messages to the owner: the service's host holds events and the end until the start is
+      // answered (daemon/service/run-hosting.ts).
       await new Promise<void>((resolve) => setImmediate(resolve));
       const outcome = await runTurn(
         {

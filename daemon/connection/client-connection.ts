@@ -71,15 +71,12 @@ import {
   type ToolCallResult,
 } from '../../protocol/index.js';
 import { describeProvider } from '../provider.js';
-import type { RunOwner, StartExtras, SubagentService } from '../service/subagent-service.js';
+import type { RunOwner, StartAnswer, StartExtras, SubagentService } from '../service/subagent-service.js';
 import type { ChildSubscriber, ContinuableChildren } from '../service/children.js';
 import { CountingWriter } from './counting-writer.js';
 import { ProgressBacklog } from './progress-backlog.js';
 import { GuardedMessageReader, type FrameLimits, type Violation } from './guarded-reader.js';
 import { tokensEqual } from '../../common/daemon-token.js';
-
-/** A start without a progress token: nothing extra (shared, not allocated per start). */
-const NO_EXTRAS: StartExtras = Object.freeze({});
 
 export interface ConnectionContext {
   readonly service: SubagentService;
@@ -113,7 +110,7 @@ export interface ConnectionContext {
 /** Violations logged per connection before they are only counted. */
 const LOGGED_VIOLATIONS = 3;
 
-export class ClientConnection implements RunOwner, ChildSubscriber {
+export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber {
   private readonly rpc: MessageConnection;
   private readonly writer: CountingWriter;
   private readonly log: Logger;
@@ -125,6 +122,8 @@ export class ClientConnection implements RunOwner, ChildSubscriber {
   /** Requests handed to the library and not yet answered, by id (a client may reuse ids). */
   private readonly openRequests = new Map<string | number | null, number>();
   private openCount = 0;
+  /** Runs whose start or resume reply is not yet written, and what waits for it (StartAnswer). */
+  private readonly unanswered = new Map<string, () => void>();
   private holding = false;
   private readonly unsubscribe: () => void;
   private readonly closedPromise: Promise<void>;
@@ -146,7 +145,7 @@ export class ClientConnection implements RunOwner, ChildSubscriber {
     this.writer = new CountingWriter(
       output,
       (written) => {
-        if (written && 'id' in written && !('method' in written)) this.answered((written as { id: string | number | null }).id);
+        if (written && 'id' in written && !('method' in written)) this.answered(written as { id: string | number | null; result?: { runId?: unknown } });
         this.balanceLoad();
       },
       {
@@ -201,6 +200,9 @@ export class ClientConnection implements RunOwner, ChildSubscriber {
     this.closed = true;
     this.log.info({ reason, client: this.clientName }, 'connection closed');
     this.unsubscribe();
+    // No reply will be written any more: nothing holds the runs that waited for one.
+    for (const then of this.unanswered.values()) then();
+    this.unanswered.clear();
     // Let what is already queued (a last reply, a final subagent/end) reach a reader that reads.
     await this.writer.drained(1000);
     this.rpc.dispose();
@@ -231,8 +233,21 @@ export class ClientConnection implements RunOwner, ChildSubscriber {
     }
   }
 
-  /** A reply went out: only replies to requests we handed over count (not framing errors). */
-  private answered(id: string | number | null): void {
+  /**
+   * A reply went out: only replies to requests we handed over count (not framing errors). A
+   * reply that hands over a run (start, resume: it names the runId) lets that run's events and
+   * end follow it.
+   */
+  private answered(reply: { id: string | number | null; result?: { runId?: unknown } }): void {
+    const runId = reply.result?.runId;
+    if (typeof runId === 'string' && this.unanswered.size > 0) {
+      const then = this.unanswered.get(runId);
+      if (then) {
+        this.unanswered.delete(runId);
+        then();
+      }
+    }
+    const id = reply.id;
     const n = this.openRequests.get(id);
     if (n === undefined) return;
     if (n <= 1) this.openRequests.delete(id);
@@ -275,6 +290,12 @@ export class ClientConnection implements RunOwner, ChildSubscriber {
 
   // --- RunOwner: the daemon → client side of this connection's runs -----------------------------
 
+  /** StartAnswer: `then` runs once the reply naming `runId` is written (or the connection closes). */
+  whenSent(runId: string, then: () => void): void {
+    if (this.closed) then();
+    else this.unanswered.set(runId, then);
+  }
+
   notifyStart(event: SubagentStartEvent): void {
     this.notify(StartNotification, event);
   }
@@ -306,10 +327,18 @@ export class ClientConnection implements RunOwner, ChildSubscriber {
     this.notify(RunEventNotification, event);
   }
 
-  /** A start that gave a token is told where it stands with `$/progress` (lifecycle-like: never held back). */
-  private startProgress(token: ProgressToken | undefined): StartExtras {
-    return token === undefined ? NO_EXTRAS : { progress: (value) => this.notify(StartProgressNotification, { token, value }) };
+  /**
+   * This connection answers its starts (StartAnswer); a start that gave a token is also told
+   * where it stands with `$/progress` (lifecycle-like: never held back).
+   */
+  private startExtras(token: ProgressToken | undefined): StartExtras {
+    return token === undefined
+      ? (this.answersStarts ??= { answer: this })
+      : { answer: this, progress: (value) => this.notify(StartProgressNotification, { token, value }) };
   }
+
+  /** The extras of a start without a progress token: one per connection, not one per start. */
+  private answersStarts: StartExtras | undefined;
 
   private notify<P>(type: NotificationType<P>, params: P): void {
     if (this.closed) return;
@@ -368,11 +397,11 @@ export class ClientConnection implements RunOwner, ChildSubscriber {
     this.rpc.onNotification(LspExitNotification, () => void this.close('the client sent exit'));
     this.rpc.onNotification(LspInitializedNotification, () => undefined);
     this.handle(ProvidersListRequest, () => ({ providers: service.registry.all().map(describeProvider) }));
-    this.handle(StartRequest, (params, signal) => service.start(params, this, signal, this.startProgress(params.progressToken)));
+    this.handle(StartRequest, (params, signal) => service.start(params, this, signal, this.startExtras(params.progressToken)));
     this.handle(CancelRequest, async ({ runId, level }) => (await service.cancel(runId, this, level), {}));
     this.handle(DisposeRequest, async ({ runId }) => (await service.dispose(runId, this), {}));
     this.handle(SendMessageRequest, async ({ runId, content }) => (await service.sendMessage(runId, this, content), {}));
-    this.handle(ResumeRequest, ({ runId, prompt, stream }) => service.resume(runId, this, prompt, stream === true));
+    this.handle(ResumeRequest, ({ runId, prompt, stream }) => service.resume(runId, this, prompt, stream === true, undefined, this));
     this.handle(WaitRequest, ({ runId }) => service.wait(runId, this));
     this.handle(AttachRequest, ({ runId, runToken, stream }) => service.attach(runId, runToken, this, stream));
     this.handle(RunsListRequest, (params) => service.list(this, params));

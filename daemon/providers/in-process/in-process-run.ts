@@ -79,11 +79,6 @@ export class InProcessRun implements SubagentRun<ChildAgent> {
     })();
     return this.disposing;
   }
-
-  /** Whether this run still needs disposing at provider teardown. */
-  get live(): boolean {
-    return !this.settled;
-  }
 }
 
 /** A child restored from its log by a later daemon: already settled, and resumable. */

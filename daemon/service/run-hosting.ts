@@ -1,0 +1,95 @@
+/**
+ * Per-run hosting: the RunHost a provider's child talks to (client tools, permission prompts,
+ * streamed events), routed to whichever connection owns the run now, and the one rule that
+ * orders a run's messages to its owner:
+ *
+ *   a run's events and its end reach the owner only after the answer that hands the run over
+ *   (the start or resume reply) is out.
+ *
+ * The host is created closed. Until `answered()`, admitted events are held in order and the
+ * settle waits (`afterAnswer`); `answered()` sends what was held, then lets the settle through.
+ * The service opens it when the caller's StartAnswer reports the reply sent, or at once when the
+ * caller takes the answer as a return value. A resumption re-arms the same host (`rearm`): a
+ * provider keeps the chain's first host for the child's whole life.
+ *
+ * Failures: a tool call to an owner that is gone rejects; a permission prompt with no owner is
+ * cancelled; events beyond the run's stream budget are cut (output-budget.ts).
+ */
+import type { Logger } from 'pino';
+import type { PermissionParams, PermissionResult, RunEvent, ToolCallResult } from '../../protocol/index.js';
+import type { RunHost } from '../provider.js';
+import { StreamBudget } from './output-budget.js';
+import type { RunOwner } from './run-ownership.js';
+
+export class OwnedRunHost implements RunHost {
+  /** This run's share of the event stream; a resume gets a fresh one. */
+  budget: StreamBudget;
+  private isAnswered = false;
+  /** Events admitted before the answer went out (allocated only if one comes that early). */
+  private held: RunEvent[] | undefined;
+  private pendingSettle: (() => void) | undefined;
+  private runLog: Logger | undefined;
+
+  constructor(
+    public runId: string,
+    public owner: RunOwner,
+    public stream: boolean,
+    private readonly serviceLog: Logger,
+    private readonly provider: string,
+    readonly maxOutputBytes: number,
+  ) {
+    this.budget = new StreamBudget(maxOutputBytes);
+  }
+
+  /** Made on first use: most runs never log, and a pino child per start is measurable. */
+  get log(): Logger {
+    return (this.runLog ??= this.serviceLog.child({ runId: this.runId, provider: this.provider }));
+  }
+
+  /** Points the host at the next run of the same child, closed until that run is answered. */
+  rearm(runId: string, owner: RunOwner, stream: boolean): void {
+    this.runId = runId;
+    this.owner = owner;
+    this.stream = stream;
+    this.budget = new StreamBudget(this.maxOutputBytes);
+    this.isAnswered = false;
+    this.held = undefined;
+    this.pendingSettle = undefined;
+  }
+
+  callTool(call: { callId: string; name: string; arguments: unknown }, signal: AbortSignal): Promise<ToolCallResult> {
+    if (!this.owner.open) return Promise.reject(new Error('the client that hosts this tool has disconnected'));
+    return this.owner.callTool({ runId: this.runId, ...call }, signal);
+  }
+
+  askPermission(request: Omit<PermissionParams, 'runId'>, signal: AbortSignal): Promise<PermissionResult> {
+    if (!this.owner.open) return Promise.resolve({ outcome: 'cancelled' });
+    return this.owner.askPermission({ runId: this.runId, ...request }, signal);
+  }
+
+  emit(event: RunEvent): void {
+    if (!this.stream || !this.owner.open) return;
+    const admitted = this.budget.admit(event);
+    if (!admitted) return;
+    if (this.isAnswered) this.owner.notifyRunEvent({ runId: this.runId, event: admitted });
+    else (this.held ??= []).push(admitted);
+  }
+
+  /** Runs `settle` now if the run was answered, else right after it is. */
+  afterAnswer(settle: () => void): void {
+    if (this.isAnswered) settle();
+    else this.pendingSettle = settle;
+  }
+
+  /** The answer is out: what was held goes first, then the settle. */
+  answered(): void {
+    if (this.isAnswered) return;
+    this.isAnswered = true;
+    const held = this.held;
+    this.held = undefined;
+    if (held && this.owner.open) for (const event of held) this.owner.notifyRunEvent({ runId: this.runId, event });
+    const settle = this.pendingSettle;
+    this.pendingSettle = undefined;
+    settle?.();
+  }
+}

@@ -1,0 +1,77 @@
+/**
+ * Who a run belongs to, and how that is proven. A run belongs to one RunOwner at a time (a
+ * client connection, or the in-daemon owner of continuable children). Its starter gets a run
+ * token; the ledger keeps only the token's sha256, so any later connection, or a later daemon,
+ * that presents the token may take the run over (run/attach).
+ *
+ * Rules:
+ * - Run ids (144 bits) and tokens (192 bits) are unguessable; random bytes come from a pooled
+ *   buffer (one kernel call per few hundred ids, not two per run).
+ * - Tokens are compared in constant time, as hashes.
+ * - A run whose owner went away belongs to DETACHED: nothing is delivered, client tools fail,
+ *   permission prompts are cancelled.
+ */
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import type {
+  EndParams,
+  PermissionParams,
+  PermissionResult,
+  RunEventParams,
+  SubagentStartEvent,
+  ToolCallParams,
+  ToolCallResult,
+} from '../../protocol/index.js';
+
+/** The connection a run belongs to, as the service sees it. */
+export interface RunOwner {
+  readonly id: string;
+  readonly open: boolean;
+  /** Its runs stay resumable in the ledger across a daemon shutdown (continuable children). */
+  readonly durable?: boolean;
+  notifyStart(event: SubagentStartEvent): void;
+  notifyEnd(event: EndParams): void;
+  notifyRunEvent(event: RunEventParams): void;
+  callTool(params: ToolCallParams, signal: AbortSignal): Promise<ToolCallResult>;
+  askPermission(params: PermissionParams, signal: AbortSignal): Promise<PermissionResult>;
+}
+
+/**
+ * How a caller of start or resume hands the run to its owner when that takes longer than the
+ * call: a connection answers over its socket after the call returns. `whenSent` runs `then` once
+ * the answer naming `runId` is out (written, or the connection gone). Callers that take the
+ * answer as the call's return value (inside the daemon) pass none.
+ */
+export interface StartAnswer {
+  whenSent(runId: string, then: () => void): void;
+}
+
+/** Stands in for a connection that went away: nothing is delivered, tools fail, prompts are cancelled. */
+export const DETACHED: RunOwner = {
+  id: 'detached',
+  open: false,
+  notifyStart: () => undefined,
+  notifyEnd: () => undefined,
+  notifyRunEvent: () => undefined,
+  callTool: () => Promise.reject(new Error('the client that hosts this tool has disconnected')),
+  askPermission: () => Promise.resolve({ outcome: 'cancelled' }),
+};
+
+let pool = Buffer.alloc(0);
+function random(n: number): Buffer {
+  if (pool.length < n) pool = randomBytes(4096);
+  const out = pool.subarray(0, n);
+  pool = pool.subarray(n);
+  return out;
+}
+
+export function mintRunId(): string {
+  return `run_${random(18).toString('base64url')}`;
+}
+
+export const mintToken = (): string => random(24).toString('base64url');
+
+export const hashToken = (token: string): string => createHash('sha256').update(token).digest('hex');
+
+export function tokenMatches(token: string, hash: string): boolean {
+  return timingSafeEqual(Buffer.from(hashToken(token), 'hex'), Buffer.from(hash, 'hex'));
+}

@@ -1,0 +1,127 @@
+/**
+ * The runs this daemon holds in memory: those it published (live until disposed, then kept a
+ * while for run/wait and run/inspect), those adopted from the ledger by an attach, and the
+ * starts still waiting for a slot or for their child. The ledger has every run's record; this
+ * table has what only a live process has (the child, its host, its abort controller, waiters).
+ *
+ * Rules:
+ * - At most DISPOSED_RETENTION disposed runs stay; the oldest go first.
+ * - `owned` is the one ownership check: UNKNOWN_RUN for an id nobody recorded, NOT_OWNER for a
+ *   run of another connection or one known only from the ledger (attach with its token first).
+ * - Cancelling a run cancels the runs its child started (nested delegation), depth first.
+ */
+import { SubagentError, type RunState, type SubagentResult } from '../../protocol/index.js';
+import type { DaemonRun } from '../provider.js';
+import type { RunLedger } from '../store/run-ledger.js';
+import type { OwnedRunHost } from './run-hosting.js';
+import type { RunOwner } from './run-ownership.js';
+
+/** A run this daemon holds in memory. */
+export interface LiveRun {
+  readonly runId: string;
+  /** The run whose child started this one (nested delegation inside the daemon). */
+  readonly parentRunId?: string;
+  readonly provider: string;
+  readonly id: string;
+  readonly local: boolean;
+  owner: RunOwner;
+  readonly tokenHash: string;
+  /** Undefined for a run known only from the ledger (a previous daemon ran it) until restored. */
+  run: DaemonRun | undefined;
+  /** Cancels this run (and, before readiness, its start). */
+  readonly abort: AbortController;
+  host: OwnedRunHost | undefined;
+  readonly startedAt: string;
+  state: RunState;
+  settledAt?: string;
+  result?: SubagentResult;
+  readonly settled: Promise<SubagentResult>;
+  disposing?: Promise<void>;
+  /** Stopped at a drain's timeout to be continued by the next daemon: its end is not this daemon's to report. */
+  checkpointed?: boolean;
+  /** Settled, undisposed, and left `settled` in the ledger by a drain: its owner may resume it under the next daemon. */
+  keptForNextDaemon?: boolean;
+  graceTimer?: NodeJS.Timeout;
+  /** The ledger record's revision as last written, and the chain that writes its transitions in order. */
+  revision: number;
+  recorded: Promise<void>;
+}
+
+/** A start between its checks and its publication: cancelled when its owner goes or the daemon stops. */
+export interface PendingStart {
+  readonly owner: RunOwner;
+  readonly abort: AbortController;
+}
+
+/** How many disposed runs stay answerable in memory to run/wait and run/inspect. */
+const DISPOSED_RETENTION = 1000;
+
+export class RunTable {
+  private readonly runs = new Map<string, LiveRun>();
+  /** The runs with a parent run (nested delegation): what a cancel or dispose scans, not every run. */
+  private readonly nested = new Set<LiveRun>();
+  readonly starting = new Map<string, PendingStart>();
+  private disposedCount = 0;
+
+  get(runId: string): LiveRun | undefined {
+    return this.runs.get(runId);
+  }
+
+  add(run: LiveRun): void {
+    this.runs.set(run.runId, run);
+    if (run.parentRunId !== undefined) this.nested.add(run);
+  }
+
+  values(): IterableIterator<LiveRun> {
+    return this.runs.values();
+  }
+
+  /** A run the asking connection owns; UNKNOWN_RUN or NOT_OWNER otherwise. */
+  async owned(runId: string, owner: RunOwner, ledger: RunLedger): Promise<LiveRun> {
+    const record = this.runs.get(runId);
+    if (!record) {
+      const known = (await ledger.get(runId)) !== undefined;
+      throw known
+        ? new SubagentError('NOT_OWNER', `run ${runId} was started before this daemon restarted: run/attach with its token first`, { field: '/runId' })
+        : new SubagentError('UNKNOWN_RUN', `no run with id ${runId}`, { field: '/runId' });
+    }
+    if (record.owner !== owner) throw new SubagentError('NOT_OWNER', `run ${runId} belongs to another connection`, { field: '/runId' });
+    return record;
+  }
+
+  /** Nested delegation: a cancelled or disposed run takes the runs its child started down with it. */
+  cancelDescendants(runId: string): void {
+    for (const child of this.nested) {
+      if (child.parentRunId !== runId || child.state !== 'running') continue;
+      child.abort.abort(new SubagentError('ABORTED', `its parent run ${runId} was cancelled`));
+      this.cancelDescendants(child.runId);
+    }
+  }
+
+  counts(): Record<RunState, number> {
+    const counts: Record<RunState, number> = { starting: this.starting.size, running: 0, settled: 0, disposed: 0 };
+    for (const record of this.runs.values()) counts[record.state] += 1;
+    return counts;
+  }
+
+  /** Whether any run still works or waits to start. */
+  get busy(): boolean {
+    if (this.starting.size > 0) return true;
+    for (const record of this.runs.values()) if (record.state === 'running') return true;
+    return false;
+  }
+
+  /** A run was disposed: past the retention, the oldest disposed runs are forgotten. */
+  disposed(): void {
+    this.disposedCount += 1;
+    if (this.disposedCount <= DISPOSED_RETENTION) return;
+    for (const [runId, record] of this.runs) {
+      if (this.disposedCount <= DISPOSED_RETENTION) break;
+      if (record.state === 'disposed') {
+        this.runs.delete(runId);
+        this.nested.delete(record);
+        this.disposedCount -= 1;
+      }
+    }
+  }
+}
