@@ -218,5 +218,4 @@ export class RunLifecycle {
     })();
     return record.disposing;
   }
-
 }
