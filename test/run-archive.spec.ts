@@ -72,7 +72,7 @@ describe('RunIndex over the archive', () => {
     const path = indexPath();
     seed(path, [run(1, 'settled'), run(2, 'settled')]);
     const index = new RunIndex(path);
-    index.update('run-0001', { state: 'disposed' });
+    index.put({ ...index.get('run-0001')!, state: 'disposed' });
     expect(index.get('run-0001')?.state).toBe('disposed');
     expect(ids(index.newestFirst()).sort()).toEqual(['run-0001', 'run-0002']);
     index.close();
@@ -164,7 +164,7 @@ describe('a long-lived daemon', () => {
     expect(ids(index.all())).toEqual(['run-0000']);
     expect(index.archive.count).toBe(4);
     expect(ids(index.newestFirst())).toEqual(['run-0000', 'run-0004', 'run-0003', 'run-0002', 'run-0001']);
-    index.update('run-0002', { state: 'settled' });
+    index.put({ ...index.get('run-0002')!, state: 'settled' });
     expect(index.get('run-0002')?.state).toBe('settled');
     index.close();
     expect(readFileSync(path, 'utf8').trim().split('\n').map((line) => (JSON.parse(line) as IndexedRun).runId)).toEqual(['run-0000', 'run-0002']);

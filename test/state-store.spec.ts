@@ -33,7 +33,7 @@ describe('RunIndex', () => {
     const path = join(temp(), 'runs.jsonl');
     const index = new RunIndex(path);
     index.put(run('a'));
-    index.update('a', { state: 'settled' });
+    index.put({ ...index.get('a')!, state: 'settled' });
     index.put(run('b'));
     index.close();
     // Changes to one run within a turn are written once, as the latest record.

@@ -171,14 +171,6 @@ export class RunIndex {
     throw new SubagentError('START_FAILED', `the daemon cannot record new runs: ${describeWriteFault(this.path, this.fault)}`);
   }
 
-  update(runId: string, change: Partial<IndexedRun>): IndexedRun | undefined {
-    const current = this.get(runId);
-    if (!current) return undefined;
-    const next = { ...current, ...change };
-    this.put(next);
-    return next;
-  }
-
   close(): void {
     this.flush();
     clearInterval(this.retry);
