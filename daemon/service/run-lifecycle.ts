@@ -16,7 +16,7 @@
  * - Delivery to the owner comes first, then listeners; a throwing or rejecting one is logged.
  */
 import type { Logger } from 'pino';
-import { SubagentError, type EndParams, type StartResult, type SubagentResult, type SubagentStartEvent } from '../../protocol/index.js';
+import { SubagentError, endEventOf, type EndParams, type StartResult, type SubagentResult, type SubagentStartEvent } from '../../protocol/index.js';
 import type { DaemonRun } from '../provider.js';
 import type { Lease, RunLedger, RunPatch, StoredRun } from '../store/run-ledger.js';
 import { boundedResult } from './output-budget.js';
@@ -165,9 +165,7 @@ export class RunLifecycle {
       record.result = result;
       resolve(result);
       this.record(record, { state: record.state, settledAt: record.settledAt, result });
-      const last = result.output.length > 0 ? { lastAssistantMessage: result.output } : {};
-      const usage = result.usage ? { usage: result.usage } : {};
-      this.emit(record, { kind: 'end', payload: { ...base, stopReason: result.stopReason, ...last, ...usage, result } });
+      this.emit(record, { kind: 'end', payload: { ...endEventOf(base, result), result } });
     } else {
       const message = error instanceof Error ? error.message : String(error);
       this.log.error({ err: error, runId: record.runId }, 'run failed with an infrastructure fault');

@@ -11,7 +11,8 @@
  * - A run whose owner went away belongs to DETACHED: nothing is delivered, client tools fail,
  *   permission prompts are cancelled.
  */
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
+import { tokensEqual } from '../../common/daemon-token.js';
 import type {
   EndParams,
   PermissionParams,
@@ -73,5 +74,5 @@ export const mintToken = (): string => random(24).toString('base64url');
 export const hashToken = (token: string): string => createHash('sha256').update(token).digest('hex');
 
 export function tokenMatches(token: string, hash: string): boolean {
-  return timingSafeEqual(Buffer.from(hashToken(token), 'hex'), Buffer.from(hash, 'hex'));
+  return tokensEqual(hashToken(token), hash);
 }
