@@ -40,16 +40,15 @@ export interface NotificationTargets {
 
 export function serveDaemonNotifications(channel: RpcChannel, targets: NotificationTargets): void {
   const { events, directory, local, runs, logger } = targets;
-  channel.onNotification(ProviderAddedNotification, 'subagent/provider-added', ({ provider }) => {
+  channel.onNotification(ProviderAddedNotification, ({ provider }) => {
     if (local.get(provider.name)) logger.warn?.(`the daemon added provider '${provider.name}', which a local provider of that name shadows`);
     directory.added(provider);
   });
-  channel.onNotification(ProviderRemovedNotification, 'subagent/provider-removed', ({ name }) => directory.removed(name));
-  channel.onNotification(StartNotification, 'subagent/start', (params) => events.emit('subagent/start', params));
-  channel.onNotification(StartProgressNotification, '$/progress', ({ token, value }) => targets.startProgress(token)?.(value));
+  channel.onNotification(ProviderRemovedNotification, ({ name }) => directory.removed(name));
+  channel.onNotification(StartNotification, (params) => events.emit('subagent/start', params));
+  channel.onNotification(StartProgressNotification, ({ token, value }) => targets.startProgress(token)?.(value));
   channel.onNotification(
     EndNotification,
-    'subagent/end',
     (params) => {
       const { result: _result, error: _error, ...event } = params;
       whenKnown(runs, params.runId, (record) => record.ended(params));
@@ -57,9 +56,9 @@ export function serveDaemonNotifications(channel: RpcChannel, targets: Notificat
     },
     (params, failure) => invalidEnd(targets, params, failure),
   );
-  channel.onNotification(RunEventNotification, 'run/event', (params) => whenKnown(runs, params.runId, (record) => record.deliver(params.event)));
-  channel.onNotification(ChildSettledNotification, 'child/settled', (notice) => targets.children()?.deliver(notice));
-  channel.onNotification(ChildReportNotification, 'child/report', (report) => targets.children()?.deliverReport(report));
+  channel.onNotification(RunEventNotification, (params) => whenKnown(runs, params.runId, (record) => record.deliver(params.event)));
+  channel.onNotification(ChildSettledNotification, (notice) => targets.children()?.deliver(notice));
+  channel.onNotification(ChildReportNotification, (report) => targets.children()?.deliverReport(report));
 }
 
 /**

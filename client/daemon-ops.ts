@@ -40,7 +40,7 @@ export class DaemonOps {
   }
 
   status(): Promise<StatusResult> {
-    return this.channel.request(StatusRequest, {}, { validateAs: 'daemon/status#result', ...this.timeout });
+    return this.channel.request(StatusRequest, {}, this.timeout);
   }
 
   /** Every run matching `filter`, newest first (one request; use `runsPage` for large indexes). */
@@ -50,23 +50,23 @@ export class DaemonOps {
 
   /** One page of `runs/list`: pass `nextCursor` back as `cursor` for the next. */
   runsPage(params: RunsListParams): Promise<RunsListResult> {
-    return this.channel.request(RunsListRequest, params, { validateAs: 'runs/list#result', ...this.timeout });
+    return this.channel.request(RunsListRequest, params, this.timeout);
   }
 
   /** The run's record; its session too when this connection owns it or `runToken` proves ownership. */
   inspect(runId: string, runToken?: string): Promise<InspectResult> {
     const params = runToken === undefined ? { runId } : { runId, runToken };
-    return this.channel.request(InspectRequest, params, { validateAs: 'run/inspect#result', ...this.timeout });
+    return this.channel.request(InspectRequest, params, this.timeout);
   }
 
   /** Takes ownership of a run with its token (after a reconnect, or a daemon restart). */
   attach(runId: string, runToken: string): Promise<AttachResult> {
-    return this.channel.request(AttachRequest, { runId, runToken }, { validateAs: 'run/attach#result', ...this.timeout });
+    return this.channel.request(AttachRequest, { runId, runToken }, this.timeout);
   }
 
   /** Applies retention now and says what it removed. */
   gc(): Promise<GcResult> {
-    return this.channel.request(GcRequest, {}, { validateAs: 'daemon/gc#result', ...this.timeout });
+    return this.channel.request(GcRequest, {}, this.timeout);
   }
 
   async shutdown(params: ShutdownParams = {}): Promise<void> {

@@ -7,7 +7,6 @@ import {
   PermissionRequest,
   SubagentError,
   ToolCallRequest,
-  validateAtDaemon,
   type PermissionResult,
 } from '../protocol/index.js';
 import type { RpcChannel } from './rpc-channel.js';
@@ -22,7 +21,7 @@ export function serveDaemonRequests(
   logger: ClientLogger,
   onPermission: PermissionHandler | undefined,
 ): void {
-  channel.onRequest(ToolCallRequest, 'tool/call', async (params, token) => {
+  channel.onRequest(ToolCallRequest, async (params, token) => {
     const record = await runs.lookup(params.runId);
     if (!record) throw new SubagentError('UNKNOWN_RUN', `no live run ${params.runId} on this connection`);
     const tool = record.tools.get(params.name);
@@ -34,13 +33,13 @@ export function serveDaemonRequests(
     return record.callTool(tool, params.arguments, token);
   });
 
-  channel.onRequest(PermissionRequest, 'permission/request', async (params, token) => {
+  channel.onRequest(PermissionRequest, async (params, token) => {
     // Without a handler nothing is granted: the seam fails closed.
     if (!onPermission) return CANCELLED;
     const controller = abortOn(token);
     try {
       const answer = await onPermission(params, { signal: controller.signal });
-      const failure = validateAtDaemon('permission/request#result', answer);
+      const failure = PermissionRequest.checkResult(answer);
       if (!failure) return answer;
       logger.error(`the permission handler gave an invalid answer for run ${params.runId}: ${failure.message}`);
     } catch (error) {

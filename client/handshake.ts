@@ -10,7 +10,7 @@ export type ClientInfo = NonNullable<InitializeParams['clientInfo']>;
 
 export async function handshake(channel: RpcChannel, clientInfo: ClientInfo, token: string | undefined, timeoutMs: number | undefined): Promise<InitializeResult> {
   const params: InitializeParams = { protocolVersion: PROTOCOL_VERSION, clientInfo, ...(token !== undefined && { token }) };
-  const answer = await channel.request(InitializeRequest, params, { validateAs: 'initialize#result', ...(timeoutMs !== undefined && { timeoutMs }) });
+  const answer = await channel.request(InitializeRequest, params, { ...(timeoutMs !== undefined && { timeoutMs }) });
   if (!speaksOurMajor(answer.protocolVersion)) {
     throw new SubagentError(
       'PROTOCOL_VERSION',

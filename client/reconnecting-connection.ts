@@ -126,7 +126,7 @@ export class ReconnectingConnection {
       // A run with an event handler asks for its events again: a daemon that continued it after
       // a restart cannot know the original start streamed.
       { runId: record.runId, runToken: record.runToken, ...(record.onEvent !== undefined && { stream: true }) },
-      { validateAs: 'run/attach#result', timeoutMs: this.host.requestTimeoutMs ?? REATTACH_TIMEOUT_MS },
+      { timeoutMs: this.host.requestTimeoutMs ?? REATTACH_TIMEOUT_MS },
     );
   }
 
@@ -283,7 +283,7 @@ export class ReconnectingConnection {
       record.cancelOnReattach = false;
       this.host.sendCancel(channel, record);
     }
-    channel.request(WaitRequest, { runId: record.runId }, { validateAs: 'run/wait#result' }).then(
+    channel.request(WaitRequest, { runId: record.runId }).then(
       (waited) => record.resolve(waited),
       (error: unknown) => {
         if (!record.settled && !channel.gone) this.host.logger.warn?.(`run/wait for re-attached run ${record.runId} failed`, error);

@@ -74,7 +74,6 @@ export class RemoteChildren implements ContinuableChildren<ChildStartRequest, Ch
     try {
       return await this.ctx.channel().request(ChildStartRequest, params, {
         token: pending.token,
-        validateAs: 'child/start#result',
         ...timeout(this.ctx.startTimeoutMs),
       });
     } finally {
@@ -88,7 +87,7 @@ export class RemoteChildren implements ContinuableChildren<ChildStartRequest, Ch
       ChildSendRequest,
       { ownerKey: this.ctx.ownerKey, childId, from: sessionOf(from), message },
       // A cold resume restores the child before the message is accepted: a start-like wait.
-      { validateAs: 'child/send#result', ...timeout(this.ctx.startTimeoutMs) },
+      timeout(this.ctx.startTimeoutMs),
     );
   }
 
@@ -104,7 +103,7 @@ export class RemoteChildren implements ContinuableChildren<ChildStartRequest, Ch
     return this.ctx.channel().request(
       ChildListRequest,
       { ownerKey: this.ctx.ownerKey, of: sessionOf(of), scope },
-      { validateAs: 'child/list#result', ...timeout(this.ctx.requestTimeoutMs) },
+      timeout(this.ctx.requestTimeoutMs),
     );
   }
 
@@ -151,7 +150,7 @@ export class RemoteChildren implements ContinuableChildren<ChildStartRequest, Ch
     if (this.attachedTo === channel) return;
     this.attachedTo = channel;
     channel
-      .request(ChildAttachRequest, { ownerKey: this.ctx.ownerKey }, { validateAs: 'child/attach#result', ...timeout(this.ctx.requestTimeoutMs) })
+      .request(ChildAttachRequest, { ownerKey: this.ctx.ownerKey }, timeout(this.ctx.requestTimeoutMs))
       .catch((error: unknown) => {
         if (this.attachedTo === channel) this.attachedTo = undefined;
         this.ctx.logger.warn?.('child/attach failed: settlement notices wait in the daemon until the next attach', error);

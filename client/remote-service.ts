@@ -243,7 +243,7 @@ export class RemoteSubagentService {
     const answer = await this.channel.request(
       ProvidersListRequest,
       {},
-      { validateAs: 'providers/list#result', ...timeout(this.options.requestTimeoutMs) },
+      timeout(this.options.requestTimeoutMs),
     );
     this.directory.replace(answer.providers);
     return answer.providers;
@@ -305,7 +305,6 @@ export class RemoteSubagentService {
       return await this.openRun(descriptor.runtime, request.signal, tools, request.onEvent, (token) =>
         this.channel.request(StartRequest, params, {
           token,
-          validateAs: 'subagent/start#result',
           ...timeout(this.options.startTimeoutMs),
         }),
       );
@@ -399,7 +398,6 @@ export class RemoteSubagentService {
     return this.openRun(record.runtime, signal, record.tools, record.onEvent, (token) =>
       this.channel.request(ResumeRequest, params, {
         token,
-        validateAs: 'subagent/start#result',
         ...timeout(this.options.startTimeoutMs),
       }),
     );
@@ -409,7 +407,7 @@ export class RemoteSubagentService {
     // Reconnecting settles the run either way (re-attached, or failed when it gives up).
     if (this.connection.recovering) return record.result;
     try {
-      const result = await this.channel.request(WaitRequest, { runId: record.runId }, { validateAs: 'run/wait#result' });
+      const result = await this.channel.request(WaitRequest, { runId: record.runId });
       record.resolve(result);
       return result;
     } catch (error) {

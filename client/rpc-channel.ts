@@ -1,6 +1,8 @@
 /**
  * One JSON-RPC connection to a daemon, with the guarantees vscode-jsonrpc leaves to its user:
- * every inbound payload is validated, every request settles (the daemon goes away → all pending
+ * every payload is checked against its declaration (protocol/messages.ts) — params before they
+ * are sent, results and notifications as they arrive, answers to the daemon's requests before
+ * they leave —, every request settles (the daemon goes away → all pending
  * calls reject with DAEMON_UNAVAILABLE; it stops answering → DAEMON_UNRESPONSIVE after the
  * caller's timeout), and later calls fail at once instead of writing into a dead socket. When the
  * daemon said why it closed the connection (its "closing: …" error with id null), that reason is
@@ -15,10 +17,17 @@ import {
   type Logger,
   type MessageConnection,
   type MessageReader,
-  type NotificationType,
   type RequestType,
 } from 'vscode-jsonrpc/node';
-import { CLOSING_MESSAGE_PREFIX, SubagentError, validateAtClient, type ClientInbound, type SubagentErrorData, type ValidationFailure } from '../protocol/index.js';
+import {
+  CLOSING_MESSAGE_PREFIX,
+  SubagentError,
+  invalidParams,
+  type SubagentErrorData,
+  type ValidationFailure,
+  type WireNotification,
+  type WireRequest,
+} from '../protocol/index.js';
 import type { Transport } from './transport.js';
 import type { ClientLogger } from './types.js';
 import { fromWire, invalidFromDaemon, toWire } from './wire-errors.js';
@@ -28,8 +37,6 @@ export interface RequestOptions {
   readonly timeoutMs?: number;
   /** Cancels the request on the wire (`$/cancelRequest`); the daemon's answer still settles it. */
   readonly token?: CancellationToken;
-  /** Schema the result must satisfy; a violation rejects with INVALID_REQUEST naming the field. */
-  readonly validateAs?: ClientInbound;
 }
 
 /**
@@ -102,9 +109,16 @@ export class RpcChannel {
     else this.lostListeners.push(listener);
   }
 
-  request<P, R>(type: RequestType<P, R, SubagentErrorData>, params: P, options: RequestOptions = {}): Promise<R> {
+  /**
+   * Sends a declared request. Params that fail the declaration reject at once with the
+   * INVALID_REQUEST the daemon would answer; a result that fails it rejects with INVALID_REQUEST
+   * naming the field.
+   */
+  request<P, R>(type: WireRequest<P, R>, params: P, options: RequestOptions = {}): Promise<R> {
     const gone = this.gone;
     if (gone) return Promise.reject(gone);
+    const invalid = type.checkParams(params);
+    if (invalid) return Promise.reject(invalidParams(type.method, invalid));
     return new Promise<R>((resolve, reject) => {
       const source = new CancellationTokenSource();
       const link = options.token?.onCancellationRequested(() => source.cancel());
@@ -135,9 +149,12 @@ export class RpcChannel {
         }, ms);
       }
       const lost = (): SubagentError => this.gone ?? this.unavailable('connection disposed');
-      let sent: Promise<R>;
+      // The library's overloads do not resolve for a generic P and R: send the declaration as
+      // taking and answering `unknown` (an upcast; the answer is checked below).
+      const declared: RequestType<unknown, unknown, SubagentErrorData> = type;
+      let sent: Promise<unknown>;
       try {
-        sent = this.connection.sendRequest(type, params as never, source.token);
+        sent = this.connection.sendRequest(declared, params, source.token);
       } catch (error) {
         fail(fromWire(error, lost));
         return;
@@ -145,9 +162,9 @@ export class RpcChannel {
       sent.then(
         (value) => {
           if (settled) return;
-          const failure = options.validateAs === undefined ? undefined : validateAtClient(options.validateAs, value);
-          if (failure) fail(invalidFromDaemon(`answer to ${type.method}`, failure));
-          else if (settle()) resolve(value);
+          const answer = type.readResult(value);
+          if (!answer.ok) fail(invalidFromDaemon(`answer to ${type.method}`, answer.failure));
+          else if (settle()) resolve(answer.value);
         },
         (error: unknown) => fail(fromWire(error, lost)),
       );
@@ -158,49 +175,49 @@ export class RpcChannel {
    * A validated notification handler: an invalid payload is logged and dropped, unless
    * `onInvalid` is given, for notifications that must never be lost (a run's end).
    */
-  onNotification<P>(
-    type: NotificationType<P>,
-    kind: ClientInbound,
-    handler: (params: P) => void,
-    onInvalid?: (params: unknown, failure: ValidationFailure) => void,
-  ): void {
+  onNotification<P>(type: WireNotification<P>, handler: (params: P) => void, onInvalid?: (params: unknown, failure: ValidationFailure) => void): void {
     this.connection.onNotification(type.method, (params: unknown) => {
-      const failure = validateAtClient(kind, params);
-      if (failure) {
-        this.logger.error(`${onInvalid ? 'refused' : 'dropped'} an invalid ${type.method} notification from ${this.describe()}: ${failure.message}`);
-        onInvalid?.(params, failure);
+      const checked = type.readParams(params);
+      if (!checked.ok) {
+        this.logger.error(`${onInvalid ? 'refused' : 'dropped'} an invalid ${type.method} notification from ${this.describe()}: ${checked.failure.message}`);
+        onInvalid?.(params, checked.failure);
         return;
       }
       try {
-        handler(params as P);
+        handler(checked.value);
       } catch (error) {
         this.logger.error(`handling ${type.method} failed`, error);
       }
     });
   }
 
-  /** A validated handler for a daemon → client request; invalid params get INVALID_REQUEST. */
-  onRequest<P, R>(
-    type: RequestType<P, R, SubagentErrorData>,
-    kind: ClientInbound,
-    handler: (params: P, token: CancellationToken) => Promise<R> | R,
-  ): void {
-    const serve = async (params: P, token: CancellationToken): Promise<R> => {
-      const failure = validateAtClient(kind, params);
-      if (failure) {
-        throw new ResponseError<SubagentErrorData>(ErrorCodes.InvalidParams, `invalid ${type.method} params: ${failure.message}`, {
+  /**
+   * A handler for a daemon → client request: invalid params get INVALID_REQUEST naming the field;
+   * a result that fails the declaration is this client's bug, answered as an internal error.
+   */
+  onRequest<P, R>(type: WireRequest<P, R>, handler: (params: P, token: CancellationToken) => Promise<R> | R): void {
+    const serve = async (params: unknown, token: CancellationToken): Promise<unknown> => {
+      const checked = type.readParams(params);
+      if (!checked.ok) {
+        throw new ResponseError<SubagentErrorData>(ErrorCodes.InvalidParams, `invalid ${type.method} params: ${checked.failure.message}`, {
           code: 'INVALID_REQUEST',
-          field: failure.field,
+          field: checked.failure.field,
         });
       }
+      let result: R;
       try {
-        return await handler(params, token);
+        result = await handler(checked.value, token);
       } catch (error) {
         throw error instanceof SubagentError ? toWire(error) : error;
       }
+      const wrong = type.checkResult(result);
+      if (wrong) throw new ResponseError(ErrorCodes.InternalError, `this client produced an invalid ${type.method} result: ${wrong.message}`);
+      return result;
     };
-    // The library's conditional HandlerResult type does not resolve for a generic R.
-    this.connection.onRequest(type, serve as never);
+    // The library's HandlerResult is conditional on R and does not resolve for a generic R: the
+    // declaration is registered as answering `unknown` (an upcast).
+    const declared: RequestType<unknown, unknown, SubagentErrorData> = type;
+    this.connection.onRequest(declared, serve);
   }
 
   /** Close from this side: everything pending rejects, then the transport is released. */

@@ -4,7 +4,7 @@
  */
 import type { CancellationToken } from 'vscode-jsonrpc/node';
 import {
-  validateAtDaemon,
+  ToolCallRequest,
   type EndParams,
   type ProviderDescriptor,
   type RunEvent,
@@ -108,7 +108,7 @@ export class RunRecord {
     this.toolCalls.add(controller);
     try {
       const output = await tool.execute(args, { signal: controller.signal });
-      const failure = validateAtDaemon('tool/call#result', output);
+      const failure = ToolCallRequest.checkResult(output);
       return failure ? errorResult(`tool '${tool.name}' returned an invalid result: ${failure.message}`) : output;
     } catch (error) {
       return errorResult(error instanceof Error ? error.message : String(error));

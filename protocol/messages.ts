@@ -1,27 +1,67 @@
 /**
- * Every message of the wire, declared once. Both sides import these; payloads that cross the
- * socket are validated against the schemas in `schemas.ts` on arrival.
+ * Every message of the wire, declared once: method name, params schema, result schema. Each
+ * declaration is the vscode-jsonrpc type both sides pass to the library, and the types below are
+ * derived from it (`ParamsOf`, `ResultOf`), never written beside it. `WIRE` lists them by
+ * direction; test/protocol-declarations.spec.ts checks docs/protocol.md against it.
+ *
+ * Adding a method: declare it here and add it to `WIRE`, document it in docs/protocol.md, serve it
+ * in daemon/connection/client-connection.ts, call it from the client.
  */
-import { NotificationType, RequestType } from 'vscode-jsonrpc';
-import type { SubagentErrorData } from './errors.js';
-import type {
-  AgentOptions,
-  ChildListing,
-  ChildReport,
-  ChildSettledNotice,
-  ContentBlock,
-  InterruptLevel,
-  ObjectJsonSchema,
-  SessionEvent,
-  SessionHeader,
-  SubagentCapabilities,
-  SubagentEndEvent,
-  SubagentResult,
-  SubagentStartEvent,
-  SubagentStopReason,
-  ToolFilter,
-  Usage,
-} from './seam.js';
+import {
+  anyObject,
+  anyValue,
+  arr,
+  bool,
+  count,
+  empty,
+  int,
+  intFrom,
+  integer,
+  literal,
+  nonEmpty,
+  nullValue,
+  num,
+  obj,
+  oneOf,
+  oneOfValues,
+  orNull,
+  record,
+  str,
+  stringOrInteger,
+  splitOn,
+  type Infer,
+} from './json-schema.js';
+import { MAX_TEXT_BYTES } from './output-cap.js';
+import {
+  agentOptions,
+  childEnv,
+  childId,
+  childListing,
+  content,
+  daemonIdentity,
+  interruptLevel,
+  outputSchema,
+  ownerKey,
+  parentRef,
+  persona,
+  progressToken,
+  providerDescriptor,
+  result,
+  runId,
+  runInfo,
+  runState,
+  sessionEvent,
+  sessionHeader,
+  startEvent,
+  startEventProperties,
+  stopReason,
+  toolFilter,
+  toolName,
+  usage,
+} from './schemas.js';
+import { defineNotification, defineRequest, type ParamsOf, type ResultOf } from './wire-message.js';
+
+export { type DaemonIdentity, type ParentRef, type ProgressToken, type ProviderDescriptor, type RunInfo, type RunState } from './schemas.js';
 
 /** Semver of the wire. A different major is refused at `initialize`. */
 export const PROTOCOL_VERSION = '1.1.0';
@@ -29,418 +69,529 @@ export const PROTOCOL_VERSION = '1.1.0';
 /** Default cap on one inbound frame's body; the header block has its own 8 KiB cap. */
 export const DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024;
 
-// ---------------------------------------------------------------------------------------------
-// Shared payloads
-
-/** What a client learns about a provider: the seam's descriptor plus its runtime capabilities. */
-export interface ProviderDescriptor {
-  readonly name: string;
-  readonly capabilities: SubagentCapabilities;
-  readonly inheritsParentContext: boolean;
-  /** Runtime capabilities: the run handle has `sendMessage` / `resume` exactly when true. */
-  readonly runtime: { readonly sendMessage: boolean; readonly resume: boolean };
-}
-
-/** The parent agent, as a reference: what the daemon needs of it across the process boundary. */
-export interface ParentRef {
-  readonly sessionId: string;
-  /** Absolute working directory of the parent session; the child works there. */
-  readonly cwd: string;
-  /** The parent's stored `SessionHeader.delegationDepth`. */
-  readonly delegationDepth?: number;
-  /** The parent's runtime `AgentOptions.subagentDepth`. */
-  readonly subagentDepth?: number;
-  /** For `fork`: the parent's session events (a balanced completed-turn prefix). */
-  readonly events?: SessionEvent[];
-}
-
-/** A tool hosted by the client: the daemon calls back with `tool/call` to run it. */
-export interface ClientToolDeclaration {
-  readonly name: string;
-  readonly description: string;
-  /** JSON Schema of the arguments (object-rooted). */
-  readonly inputSchema: Record<string, unknown>;
-}
-
-export interface DaemonIdentity {
-  readonly name: 'subagentd';
-  readonly version: string;
-  readonly pid: number;
-  readonly startedAt: string;
-  /** Random per daemon process: a reconnecting client compares it to detect a restart. */
-  readonly epoch: string;
-}
+export type EmptyResult = Record<string, never>;
 
 // ---------------------------------------------------------------------------------------------
-// Requests, client → daemon
+// Handshake, client → daemon
 
 /**
  * Our own clients send `protocolVersion` and `clientInfo`. An LSP-style client (vscode-languageclient
  * and the like) sends its usual `processId`, `rootUri`, `capabilities`, … instead, and puts what
  * is ours in `initializationOptions`; `capabilities` marks such a client, for which a missing
- * protocol version means this one.
+ * protocol version means this one. Whichever is missing is judged by the connection (it names
+ * the field), not by the schema.
  */
-export interface InitializeParams {
-  readonly protocolVersion?: string;
-  readonly clientInfo?: { readonly name: string; readonly version?: string };
-  /** The daemon's token (from the 0600 file beside the socket), when the daemon requires one. */
-  readonly token?: string;
-  readonly processId?: number | null;
-  readonly rootUri?: string | null;
-  readonly rootPath?: string | null;
-  readonly capabilities?: Record<string, unknown>;
-  readonly initializationOptions?: { readonly protocolVersion?: string; readonly token?: string; readonly [k: string]: unknown };
-  readonly [lspField: string]: unknown;
-}
-export interface InitializeResult {
-  readonly protocolVersion: string;
-  readonly daemon: DaemonIdentity;
-  readonly providers: ProviderDescriptor[];
-  /** Answered to LSP-style clients only: the daemon offers no language features. */
-  readonly capabilities?: Record<string, never>;
-  /** Optional daemon features; absent keys mean unsupported (older daemons send none). */
-  readonly features?: DaemonFeatures;
-}
-export interface DaemonFeatures {
-  /** The `child/*` methods and the `child/settled` notification. */
-  readonly continuableChildren?: boolean;
-}
-export const InitializeRequest = new RequestType<InitializeParams, InitializeResult, SubagentErrorData>('initialize');
-/** LSP's end of a session, for LSP-style clients: `shutdown` is answered (the daemon stays up), `exit` closes the connection. */
-export const LspShutdownRequest = new RequestType<Record<string, never> | undefined, null, SubagentErrorData>('shutdown');
-export const LspExitNotification = new NotificationType<Record<string, never> | undefined>('exit');
-export const LspInitializedNotification = new NotificationType<Record<string, never> | undefined>('initialized');
+export const InitializeRequest = defineRequest(
+  'initialize',
+  obj({
+    protocolVersion: nonEmpty(64),
+    clientInfo: obj({ name: nonEmpty(256), version: str(64) }, ['name']),
+    /** The daemon's token (from the 0600 file beside the socket), when the daemon requires one. */
+    token: str(1024),
+    processId: orNull(integer),
+    rootUri: orNull(str(4096)),
+    rootPath: orNull(str(4096)),
+    capabilities: anyObject,
+    initializationOptions: obj({ protocolVersion: nonEmpty(64), token: str(1024) }, [], true),
+    locale: str(64),
+    trace: str(64),
+    workspaceFolders: orNull(arr(anyValue, 1024)),
+    workDoneToken: stringOrInteger(),
+  }),
+  // Open: a newer daemon may answer more.
+  obj(
+    {
+      protocolVersion: nonEmpty(64),
+      daemon: daemonIdentity,
+      providers: arr(providerDescriptor, 1024),
+      /** Answered to LSP-style clients only: the daemon offers no language features. */
+      capabilities: empty,
+      /** Optional daemon features; absent keys mean unsupported (older daemons send none). */
+      features: obj(
+        {
+          /** The `child/*` methods and the `child/settled` notification. */
+          continuableChildren: bool,
+        },
+        [],
+        true,
+      ),
+    },
+    ['protocolVersion', 'daemon', 'providers'],
+    true,
+  ),
+);
+export type InitializeParams = ParamsOf<typeof InitializeRequest>;
+export type InitializeResult = ResultOf<typeof InitializeRequest>;
+export type DaemonFeatures = NonNullable<InitializeResult['features']>;
 
-export type ProvidersListParams = Record<string, never>;
-export interface ProvidersListResult {
-  readonly providers: ProviderDescriptor[];
-}
-export const ProvidersListRequest = new RequestType<ProvidersListParams, ProvidersListResult, SubagentErrorData>(
-  'providers/list',
+/** LSP's end of a session, for LSP-style clients: `shutdown` is answered (the daemon stays up), `exit` closes the connection. */
+export const LspShutdownRequest = defineRequest('shutdown', empty, nullValue);
+export const LspExitNotification = defineNotification('exit', anyValue);
+export const LspInitializedNotification = defineNotification('initialized', anyValue);
+
+// ---------------------------------------------------------------------------------------------
+// Runs, client → daemon
+
+export const ProvidersListRequest = defineRequest('providers/list', empty, obj({ providers: arr(providerDescriptor, 1024) }, ['providers'], true));
+export type ProvidersListParams = ParamsOf<typeof ProvidersListRequest>;
+export type ProvidersListResult = ResultOf<typeof ProvidersListRequest>;
+
+/** A tool hosted by the client: the daemon calls back with `tool/call` to run it. */
+const clientTool = obj(
+  {
+    name: toolName,
+    description: str(16 * 1024),
+    /** JSON Schema of the arguments (object-rooted). */
+    inputSchema: anyObject,
+  },
+  ['name', 'description', 'inputSchema'],
+);
+export type ClientToolDeclaration = Infer<typeof clientTool>;
+
+/** What a start answers: the start event, and the run token. */
+const startResult = obj(
+  {
+    ...startEventProperties,
+    /**
+     * Secret proof of ownership, known only to the starter: `run/attach` with it re-attaches the
+     * run from another connection (after a reconnect, or after the daemon restarted).
+     */
+    runToken: nonEmpty(256),
+  },
+  ['runId', 'provider', 'id', 'local', 'runToken'],
 );
 
-export interface StartParams {
-  readonly provider: string;
-  /** A short display label (the tool's `description`). */
-  readonly label?: string;
-  readonly prompt: ContentBlock[];
-  readonly parent: ParentRef;
-  readonly agentOptions?: AgentOptions;
-  readonly outputSchema?: ObjectJsonSchema;
-  readonly maxDepth?: number;
-  readonly toolFilter?: ToolFilter;
-  readonly persona?: string;
-  /** Tools the client hosts for this child. */
-  readonly tools?: ClientToolDeclaration[];
-  /** Environment for the child's tools: the daemon's own env is never passed. */
-  readonly env?: Record<string, string>;
-  /** Ask for streamed `run/event` notifications. */
-  readonly stream?: boolean;
-  /** Ask for `$/progress` notifications with this token until the start is answered (since 1.1). */
-  readonly progressToken?: ProgressToken;
-}
-export interface StartResult extends SubagentStartEvent {
-  /**
-   * Secret proof of ownership, known only to the starter: `run/attach` with it re-attaches the
-   * run from another connection (after a reconnect, or after the daemon restarted).
-   */
-  readonly runToken: string;
-}
-export const StartRequest = new RequestType<StartParams, StartResult, SubagentErrorData>('subagent/start');
+export const StartRequest = defineRequest(
+  'subagent/start',
+  obj(
+    {
+      provider: nonEmpty(128),
+      /** A short display label (the tool's `description`). */
+      label: str(256),
+      prompt: content,
+      parent: parentRef,
+      agentOptions,
+      outputSchema,
+      maxDepth: num,
+      toolFilter,
+      persona,
+      /** Tools the client hosts for this child. */
+      tools: arr(clientTool, 128),
+      /** Environment for the child's tools: the daemon's own env is never passed. */
+      env: childEnv,
+      /** Ask for streamed `run/event` notifications. */
+      stream: bool,
+      /** Ask for `$/progress` notifications with this token until the start is answered (since 1.1). */
+      progressToken,
+    },
+    ['provider', 'prompt', 'parent'],
+  ),
+  startResult,
+);
+export type StartParams = ParamsOf<typeof StartRequest>;
+export type StartResult = ResultOf<typeof StartRequest>;
 
-export interface RunParams {
-  readonly runId: string;
-}
-export type EmptyResult = Record<string, never>;
-export interface CancelParams extends RunParams {
-  /** `now` (the default) stops at once; `after-step` lets the current model step and its tool calls finish. */
-  readonly level?: InterruptLevel;
-}
-export const CancelRequest = new RequestType<CancelParams, EmptyResult, SubagentErrorData>('run/cancel');
-export const DisposeRequest = new RequestType<RunParams, EmptyResult, SubagentErrorData>('run/dispose');
-export const WaitRequest = new RequestType<RunParams, SubagentResult, SubagentErrorData>('run/wait');
+const runParams = obj({ runId }, ['runId']);
+export type RunParams = Infer<typeof runParams>;
 
-export interface SendMessageParams extends RunParams {
-  readonly content: ContentBlock[];
-}
-export const SendMessageRequest = new RequestType<SendMessageParams, EmptyResult, SubagentErrorData>('run/sendMessage');
+export const CancelRequest = defineRequest(
+  'run/cancel',
+  obj(
+    {
+      runId,
+      /** `now` (the default) stops at once; `after-step` lets the current model step and its tool calls finish. */
+      level: interruptLevel,
+    },
+    ['runId'],
+  ),
+  empty,
+);
+export type CancelParams = ParamsOf<typeof CancelRequest>;
+export const DisposeRequest = defineRequest('run/dispose', runParams, empty);
+export const WaitRequest = defineRequest('run/wait', runParams, result);
 
-export interface ResumeParams extends RunParams {
-  readonly prompt: ContentBlock[];
-  readonly stream?: boolean;
-}
-export const ResumeRequest = new RequestType<ResumeParams, StartResult, SubagentErrorData>('run/resume');
+export const SendMessageRequest = defineRequest('run/sendMessage', obj({ runId, content }, ['runId', 'content']), empty);
+export type SendMessageParams = ParamsOf<typeof SendMessageRequest>;
 
-export type RunState = 'starting' | 'running' | 'settled' | 'disposed';
-
-export interface RunInfo {
-  readonly runId: string;
-  readonly id: string;
-  readonly provider: string;
-  readonly state: RunState;
-  readonly stopReason?: SubagentStopReason;
-  readonly startedAt: string;
-  readonly settledAt?: string;
-  /** Whether the asking connection owns the run. */
-  readonly mine: boolean;
-  /** Nested delegation: the run whose child started this one. */
-  readonly parentRunId?: string;
-  readonly usage?: Usage;
-  /** The settled result's diagnostic (why it failed, what was refused), as stored. */
-  readonly diagnostic?: string;
-}
+export const ResumeRequest = defineRequest('run/resume', obj({ runId, prompt: content, stream: bool }, ['runId', 'prompt']), startResult);
+export type ResumeParams = ParamsOf<typeof ResumeRequest>;
 
 /** Filters and paging of `runs/list`. Runs come newest first; without `limit`, all of them. */
-export interface RunsListParams {
-  readonly state?: RunState;
-  readonly provider?: string;
-  /** Only the asking connection's runs (true) or only others' (false). */
-  readonly mine?: boolean;
-  /** Only runs started at or after this ISO-8601 time. */
-  readonly since?: string;
-  readonly limit?: number;
-  /** `nextCursor` of the previous page. */
-  readonly cursor?: string;
-}
-export interface RunsListResult {
-  readonly runs: RunInfo[];
-  /** Present when more runs match: pass it as `cursor` for the next page. */
-  readonly nextCursor?: string;
-}
-export const RunsListRequest = new RequestType<RunsListParams, RunsListResult, SubagentErrorData>('runs/list');
+export const RunsListRequest = defineRequest(
+  'runs/list',
+  obj({
+    state: runState,
+    provider: nonEmpty(128),
+    /** Only the asking connection's runs (true) or only others' (false). */
+    mine: bool,
+    /** Only runs started at or after this ISO-8601 time. */
+    since: str(64),
+    limit: int(1, 100_000),
+    /** `nextCursor` of the previous page. */
+    cursor: nonEmpty(256),
+  }),
+  obj(
+    {
+      runs: arr(runInfo, 1_000_000),
+      /** Present when more runs match: pass it as `cursor` for the next page. */
+      nextCursor: nonEmpty(256),
+    },
+    ['runs'],
+    true,
+  ),
+);
+export type RunsListParams = ParamsOf<typeof RunsListRequest>;
+export type RunsListResult = ResultOf<typeof RunsListRequest>;
 
-export interface AttachParams extends RunParams {
-  readonly runToken: string;
-  /**
-   * Stream this run's `run/event`s to the attaching connection. A child continued by a new daemon
-   * after a drain does not know whether its owner streamed, so the owner says so again here.
-   * Absent: the run keeps what it had.
-   */
-  readonly stream?: boolean;
-}
-export interface AttachResult {
-  readonly run: RunInfo;
-  /** Present once the run has settled. */
-  readonly result?: SubagentResult;
-}
-export const AttachRequest = new RequestType<AttachParams, AttachResult, SubagentErrorData>('run/attach');
+export const AttachRequest = defineRequest(
+  'run/attach',
+  obj(
+    {
+      runId,
+      runToken: nonEmpty(256),
+      /**
+       * Stream this run's `run/event`s to the attaching connection. A child continued by a new daemon
+       * after a drain does not know whether its owner streamed, so the owner says so again here.
+       * Absent: the run keeps what it had.
+       */
+      stream: bool,
+    },
+    ['runId', 'runToken'],
+  ),
+  obj(
+    {
+      run: runInfo,
+      /** Present once the run has settled. */
+      result,
+    },
+    ['run'],
+  ),
+);
+export type AttachParams = ParamsOf<typeof AttachRequest>;
+export type AttachResult = ResultOf<typeof AttachRequest>;
 
-export interface InspectResult {
-  readonly run: RunInfo;
-  /** Present for the owner of a run whose provider keeps a session log. */
-  readonly header?: SessionHeader;
-  readonly events?: SessionEvent[];
-}
-export interface InspectParams extends RunParams {
-  /** Proves ownership from another connection: the session's contents are shown only to the owner. */
-  readonly runToken?: string;
-}
-export const InspectRequest = new RequestType<InspectParams, InspectResult, SubagentErrorData>('run/inspect');
+export const InspectRequest = defineRequest(
+  'run/inspect',
+  obj(
+    {
+      runId,
+      /** Proves ownership from another connection: the session's contents are shown only to the owner. */
+      runToken: nonEmpty(256),
+    },
+    ['runId'],
+  ),
+  obj(
+    {
+      run: runInfo,
+      /** Present for the owner of a run whose provider keeps a session log. */
+      header: sessionHeader,
+      events: arr(sessionEvent, 1_000_000),
+    },
+    ['run'],
+  ),
+);
+export type InspectParams = ParamsOf<typeof InspectRequest>;
+export type InspectResult = ResultOf<typeof InspectRequest>;
+
+// ---------------------------------------------------------------------------------------------
+// The daemon, client → daemon
+
+/** A number the daemon reports; not an integer check (a limit may be configured fractional). */
+const figure = num;
 
 /**
  * One ACP provider's agent processes, as status shows them. Warm processes are spawned and
  * `initialize`d ahead of starts; they take no admission slot but count toward `maxProcesses`.
  */
-export interface AgentProcessesStatus {
-  /** Warm processes the config asks for. */
-  readonly warm: number;
-  /** Warm: `initialize` answered, waiting for a start. */
-  readonly ready: number;
-  /** Warm: spawned, `initialize` not answered yet. */
-  readonly warming: number;
-  /** Serving a run chain (taken warm or spawned cold). */
-  readonly inUse: number;
-  readonly maxProcesses?: number;
-  /** Starts that took a ready process, and starts that spawned their own. */
-  readonly warmStarts: number;
-  readonly coldStarts: number;
-  /** Ready processes stopped after idling past `warmIdleMs`. */
-  readonly reaped: number;
-  /** Used processes given back to the pool (`reuseProcesses`). */
-  readonly reused: number;
-  /** Why the last warm-up failed, until one succeeds. */
-  readonly lastError?: string;
-}
+const agentProcessesStatus = obj(
+  {
+    /** Warm processes the config asks for. */
+    warm: count,
+    /** Warm: `initialize` answered, waiting for a start. */
+    ready: count,
+    /** Warm: spawned, `initialize` not answered yet. */
+    warming: count,
+    /** Serving a run chain (taken warm or spawned cold). */
+    inUse: count,
+    maxProcesses: count,
+    /** Starts that took a ready process. */
+    warmStarts: count,
+    /** Starts that spawned their own. */
+    coldStarts: count,
+    /** Ready processes stopped after idling past `warmIdleMs`. */
+    reaped: count,
+    /** Used processes given back to the pool (`reuseProcesses`). */
+    reused: count,
+    /** Why the last warm-up failed, until one succeeds. */
+    lastError: str(8192),
+  },
+  ['warm', 'ready', 'warming', 'inUse', 'warmStarts', 'coldStarts', 'reaped', 'reused'],
+  true,
+);
+export type AgentProcessesStatus = Infer<typeof agentProcessesStatus>;
 
 /** The config file and environment a daemon run by the CLI has in force, as status shows them (no secrets). */
-export interface SettingsStatus {
-  readonly path?: string;
-  /** The daemon's environment file (KEY=VALUE), read at start and on reload. */
-  readonly envFile: string;
-  readonly envFileLoaded: boolean;
-  readonly loadedAt: string;
-  /** Bumped by every successful reload. */
-  readonly generation: number;
-  /** Bumped by every reload tried; `reloadError` says why the last one failed (the old settings stayed). */
-  readonly reloadAttempts: number;
-  readonly reloadError?: string;
-  readonly model: { readonly default?: string; readonly endpoint?: string; readonly model?: string; readonly apiKey: 'set' | 'unset'; readonly problem?: string };
-  /** Changed settings that only a restart applies. */
-  readonly restartNeeded: string[];
-  /** Each configured ACP provider's agent processes, by provider name. */
-  readonly agents?: Record<string, AgentProcessesStatus>;
-}
+const settingsStatus = obj(
+  {
+    path: str(),
+    /** The daemon's environment file (KEY=VALUE), read at start and on reload. */
+    envFile: str(),
+    envFileLoaded: bool,
+    loadedAt: str(64),
+    /** Bumped by every successful reload. */
+    generation: count,
+    /** Bumped by every reload tried; `reloadError` says why the last one failed (the old settings stayed). */
+    reloadAttempts: count,
+    reloadError: str(8192),
+    model: obj(
+      { default: str(), endpoint: str(), model: str(), apiKey: oneOfValues(['set', 'unset']), problem: str(8192) },
+      ['apiKey'],
+      true,
+    ),
+    /** Changed settings that only a restart applies. */
+    restartNeeded: arr(str(256), 1024),
+    /** Each configured ACP provider's agent processes, by provider name. */
+    agents: record(agentProcessesStatus),
+  },
+  ['envFile', 'envFileLoaded', 'loadedAt', 'generation', 'reloadAttempts', 'model', 'restartNeeded'],
+  true,
+);
+export type SettingsStatus = Infer<typeof settingsStatus>;
 
-export interface StatusResult {
-  readonly daemon: DaemonIdentity;
-  readonly protocolVersion: string;
-  readonly uptimeMs: number;
-  readonly socket?: string;
-  readonly stateDir: string;
-  readonly connections: number;
-  readonly runs: Record<RunState, number>;
-  readonly providers: string[];
-  readonly shuttingDown: boolean;
-  /** The shared concurrency budget: live runs, queued starts, and each connection's share. */
-  readonly admission: {
-    readonly running: number;
-    readonly queued: number;
-    readonly limits: { readonly maxConcurrentRuns: number; readonly maxRunsPerConnection: number; readonly maxQueued: number };
-    readonly byConnection: Record<string, { readonly running: number; readonly queued: number; readonly client?: string }>;
-  };
-  readonly memory: { readonly rss: number; readonly heapUsed: number };
-  /** The config file and environment in force (no secrets); absent for an embedded daemon. */
-  readonly config?: SettingsStatus;
-  /**
-   * Present while the state dir cannot be written (full or read-only disk): the daemon still
-   * answers, but refuses runs it cannot record. `reason` names each file and its errno.
-   */
-  readonly degraded?: {
-    readonly reason: string;
-    readonly faults: ReadonlyArray<{ readonly path: string; readonly code: string; readonly since: string }>;
-  };
-}
-export const StatusRequest = new RequestType<Record<string, never>, StatusResult, SubagentErrorData>('daemon/status');
+const share = obj({ running: count, queued: count, client: str(1024) }, ['running', 'queued'], true);
 
-export interface ShutdownParams {
-  /** Refuse new starts and wait for running children before exiting. */
-  readonly drain?: boolean;
-  /** How long a drain may wait before cancelling what still runs. */
-  readonly timeoutMs?: number;
-}
-export const ShutdownRequest = new RequestType<ShutdownParams, EmptyResult, SubagentErrorData>('daemon/shutdown');
+export const StatusRequest = defineRequest(
+  'daemon/status',
+  empty,
+  // Open at every level: a newer daemon may report more.
+  obj(
+    {
+      daemon: daemonIdentity,
+      protocolVersion: nonEmpty(64),
+      uptimeMs: count,
+      socket: str(),
+      stateDir: str(),
+      connections: count,
+      runs: obj({ starting: count, running: count, settled: count, disposed: count }, ['starting', 'running', 'settled', 'disposed'], true),
+      providers: arr(nonEmpty(128), 1024),
+      shuttingDown: bool,
+      /** The shared concurrency budget: live runs, queued starts, and each connection's share. */
+      admission: obj(
+        {
+          running: count,
+          queued: count,
+          limits: obj(
+            { maxConcurrentRuns: figure, maxRunsPerConnection: figure, maxQueued: figure },
+            ['maxConcurrentRuns', 'maxRunsPerConnection', 'maxQueued'],
+            true,
+          ),
+          byConnection: record(share),
+        },
+        ['running', 'queued', 'limits', 'byConnection'],
+        true,
+      ),
+      memory: obj({ rss: figure, heapUsed: figure }, ['rss', 'heapUsed'], true),
+      /** The config file and environment in force (no secrets); absent for an embedded daemon. */
+      config: settingsStatus,
+      /**
+       * Present while the state dir cannot be written (full or read-only disk): the daemon still
+       * answers, but refuses runs it cannot record. `reason` names each file and its errno.
+       */
+      degraded: obj(
+        { reason: str(), faults: arr(obj({ path: str(), code: nonEmpty(64), since: str() }, ['path', 'code', 'since']), 1024) },
+        ['reason', 'faults'],
+      ),
+    },
+    ['daemon', 'protocolVersion', 'uptimeMs', 'stateDir', 'connections', 'runs', 'providers', 'shuttingDown', 'admission', 'memory'],
+    true,
+  ),
+);
+export type StatusResult = ResultOf<typeof StatusRequest>;
+
+export const ShutdownRequest = defineRequest(
+  'daemon/shutdown',
+  obj({
+    /** Refuse new starts and wait for running children before exiting. */
+    drain: bool,
+    /** How long a drain may wait before cancelling what still runs. */
+    timeoutMs: int(0, 86_400_000),
+  }),
+  empty,
+);
+export type ShutdownParams = ParamsOf<typeof ShutdownRequest>;
 
 /** What `daemon/gc` did: retention applied now (the daemon also applies it at start and daily). */
-export interface GcResult {
-  /** Settled and disposed runs moved out of memory into the on-disk archive. */
-  readonly runsArchived: number;
-  /** Stored runs removed past the age or count limit. */
-  readonly runsRemoved: number;
-  /** Session logs removed past the age or count limit. */
-  readonly sessionsRemoved: number;
-  /** Runs stored after the pass (archived records, a run changed since counted twice). */
-  readonly runsStored: number;
-}
-export const GcRequest = new RequestType<Record<string, never>, GcResult, SubagentErrorData>('daemon/gc');
+export const GcRequest = defineRequest(
+  'daemon/gc',
+  empty,
+  obj(
+    {
+      /** Settled and disposed runs moved out of memory into the on-disk archive. */
+      runsArchived: count,
+      /** Stored runs removed past the age or count limit. */
+      runsRemoved: count,
+      /** Session logs removed past the age or count limit. */
+      sessionsRemoved: count,
+      /** Runs stored after the pass (archived records, a run changed since counted twice). */
+      runsStored: count,
+    },
+    ['runsArchived', 'runsRemoved', 'sessionsRemoved', 'runsStored'],
+  ),
+);
+export type GcResult = ResultOf<typeof GcRequest>;
 
 // ---------------------------------------------------------------------------------------------
 // Continuable children, client → daemon. Every call names the caller's owner key: a secret the
-// client chose, whose hash the daemon keeps in the child's durable record. Children belong to
-// (owner key, parent session); other keys get NOT_OWNER.
+// client chose (at least 16 characters; keep it out of logs), whose hash the daemon keeps in the
+// child's durable record. Children belong to (owner key, parent session); other keys get NOT_OWNER.
 
-export interface ChildOwnerParams {
-  /** The client's secret owner key (at least 16 characters); keep it out of logs. */
-  readonly ownerKey: string;
-}
-export interface ChildStartParams extends ChildOwnerParams {
-  readonly provider: string;
-  /** The first message. */
-  readonly prompt: ContentBlock[];
-  readonly parent: ParentRef;
-  /** A short display name, shown by `child/list` and in the settlement notice. */
-  readonly label?: string;
-  readonly agentOptions?: AgentOptions;
-  readonly maxDepth?: number;
-  readonly toolFilter?: ToolFilter;
-  readonly persona?: string;
-  readonly env?: Record<string, string>;
-}
-export interface ChildMessageResult {
-  readonly childId: string;
-  readonly messageId: string;
-}
-export const ChildStartRequest = new RequestType<ChildStartParams, ChildMessageResult, SubagentErrorData>('child/start');
+const childMessageResult = obj({ childId, messageId: nonEmpty(128) }, ['childId', 'messageId']);
+export type ChildMessageResult = Infer<typeof childMessageResult>;
 
-export interface ChildSendParams extends ChildOwnerParams {
-  readonly childId: string;
-  /** The sender's session id: it must be the child's direct parent. */
-  readonly from: string;
-  readonly message: ContentBlock[];
-}
-export const ChildSendRequest = new RequestType<ChildSendParams, ChildMessageResult, SubagentErrorData>('child/send');
+export const ChildStartRequest = defineRequest(
+  'child/start',
+  obj(
+    {
+      ownerKey,
+      provider: nonEmpty(128),
+      /** The first message. */
+      prompt: content,
+      parent: parentRef,
+      /** A short display name, shown by `child/list` and in the settlement notice. */
+      label: str(1024),
+      agentOptions,
+      maxDepth: num,
+      toolFilter,
+      persona,
+      env: childEnv,
+    },
+    ['ownerKey', 'provider', 'prompt', 'parent'],
+  ),
+  childMessageResult,
+);
+export type ChildStartParams = ParamsOf<typeof ChildStartRequest>;
 
-export interface ChildInterruptParams extends ChildOwnerParams {
-  readonly childId: string;
-  /** The interrupter's session id: the child's parent or an ancestor. */
-  readonly by: string;
-  readonly level?: InterruptLevel;
-}
-export const ChildInterruptRequest = new RequestType<ChildInterruptParams, EmptyResult, SubagentErrorData>('child/interrupt');
+export const ChildSendRequest = defineRequest(
+  'child/send',
+  obj(
+    {
+      ownerKey,
+      childId,
+      /** The sender's session id: it must be the child's direct parent. */
+      from: nonEmpty(256),
+      message: content,
+    },
+    ['ownerKey', 'childId', 'from', 'message'],
+  ),
+  childMessageResult,
+);
+export type ChildSendParams = ParamsOf<typeof ChildSendRequest>;
 
-export interface ChildListParams extends ChildOwnerParams {
-  /** Whose children: a parent session id (a client's agent, or a child's own id). */
-  readonly of: string;
-  readonly scope?: 'children' | 'descendants';
-}
-export const ChildListRequest = new RequestType<ChildListParams, ChildListing, SubagentErrorData>('child/list');
+export const ChildInterruptRequest = defineRequest(
+  'child/interrupt',
+  obj(
+    {
+      ownerKey,
+      childId,
+      /** The interrupter's session id: the child's parent or an ancestor. */
+      by: nonEmpty(256),
+      level: interruptLevel,
+    },
+    ['ownerKey', 'childId', 'by'],
+  ),
+  empty,
+);
+export type ChildInterruptParams = ParamsOf<typeof ChildInterruptRequest>;
 
-export interface ChildAttachResult {
-  /** Settlement notices that waited for this owner and were sent now, as `child/settled`. */
-  readonly delivered: number;
-}
-export const ChildAttachRequest = new RequestType<ChildOwnerParams, ChildAttachResult, SubagentErrorData>('child/attach');
+export const ChildListRequest = defineRequest(
+  'child/list',
+  obj(
+    {
+      ownerKey,
+      /** Whose children: a parent session id (a client's agent, or a child's own id). */
+      of: nonEmpty(256),
+      scope: oneOfValues(['children', 'descendants']),
+    },
+    ['ownerKey', 'of'],
+  ),
+  childListing,
+);
+export type ChildListParams = ParamsOf<typeof ChildListRequest>;
+
+export const ChildAttachRequest = defineRequest(
+  'child/attach',
+  obj({ ownerKey }, ['ownerKey']),
+  obj(
+    {
+      /** Settlement notices that waited for this owner and were sent now, as `child/settled`. */
+      delivered: count,
+    },
+    ['delivered'],
+  ),
+);
+export type ChildOwnerParams = ParamsOf<typeof ChildAttachRequest>;
+export type ChildAttachResult = ResultOf<typeof ChildAttachRequest>;
 
 // ---------------------------------------------------------------------------------------------
 // Notifications, daemon → client
 
-export interface ProviderAddedParams {
-  readonly provider: ProviderDescriptor;
-}
-export const ProviderAddedNotification = new NotificationType<ProviderAddedParams>('subagent/provider-added');
+export const ProviderAddedNotification = defineNotification('subagent/provider-added', obj({ provider: providerDescriptor }, ['provider']));
+export type ProviderAddedParams = ParamsOf<typeof ProviderAddedNotification>;
 
-export interface ProviderRemovedParams {
-  readonly name: string;
-}
-export const ProviderRemovedNotification = new NotificationType<ProviderRemovedParams>('subagent/provider-removed');
+export const ProviderRemovedNotification = defineNotification('subagent/provider-removed', obj({ name: nonEmpty(128) }, ['name']));
+export type ProviderRemovedParams = ParamsOf<typeof ProviderRemovedNotification>;
 
-export const StartNotification = new NotificationType<SubagentStartEvent>('subagent/start');
+export const StartNotification = defineNotification('subagent/start', startEvent);
 
-export interface EndParams extends SubagentEndEvent {
-  /** The run's result; absent when the run failed with an infrastructure fault (see `error`). */
-  readonly result?: SubagentResult;
-  readonly error?: { readonly message: string };
-}
-export const EndNotification = new NotificationType<EndParams>('subagent/end');
+export const EndNotification = defineNotification(
+  'subagent/end',
+  obj(
+    {
+      ...startEventProperties,
+      stopReason,
+      lastAssistantMessage: content,
+      usage,
+      /** The run's result; absent when the run failed with an infrastructure fault (see `error`). */
+      result,
+      error: obj({ message: str(8192) }, ['message']),
+    },
+    ['runId', 'provider', 'id', 'local', 'stopReason'],
+  ),
+);
+export type EndParams = ParamsOf<typeof EndNotification>;
 
 /**
  * The model call failed in a way worth retrying (HTTP 429/5xx, connection refused) and will be
  * tried again after `delayMs`: the server's `Retry-After` when it gave one, else backoff.
  */
-export interface RetryEvent {
-  readonly kind: 'retry';
-  /** The attempt about to be made after the delay; the first request is attempt 1. */
-  readonly attempt: number;
-  readonly delayMs: number;
-  /** What failed, e.g. `HTTP 429: Rate limit reached` or `cannot reach …`. */
-  readonly reason: string;
-  /** The HTTP status, when the server answered. */
-  readonly status?: number;
-}
+const retryEvent = obj(
+  {
+    kind: literal('retry'),
+    /** The attempt about to be made after the delay; the first request is attempt 1. */
+    attempt: intFrom(2),
+    delayMs: count,
+    /** What failed, e.g. `HTTP 429: Rate limit reached` or `cannot reach …`. */
+    reason: str(8192),
+    /** The HTTP status, when the server answered. */
+    status: int(100, 599),
+  },
+  ['kind', 'attempt', 'delayMs', 'reason'],
+);
+export type RetryEvent = Infer<typeof retryEvent>;
 
 /** Streamed progress of a run, sent only when the start asked for `stream`. */
-export type RunEvent =
-  | { readonly kind: 'text-delta'; readonly text: string }
-  | { readonly kind: 'reasoning-delta'; readonly text: string }
-  | { readonly kind: 'session'; readonly event: SessionEvent }
-  | RetryEvent;
-export interface RunEventParams {
-  readonly runId: string;
-  readonly event: RunEvent;
-}
-export const RunEventNotification = new NotificationType<RunEventParams>('run/event');
+const runEvent = splitOn(
+  oneOf(
+    obj({ kind: oneOfValues(['text-delta', 'reasoning-delta']), text: str(MAX_TEXT_BYTES) }, ['kind', 'text']),
+    obj({ kind: literal('session'), event: sessionEvent }, ['kind', 'event']),
+    retryEvent,
+  ),
+  'kind',
+);
+export type RunEvent = Infer<typeof runEvent>;
 
-/** LSP's progress token: chosen by the client, unique among its unanswered starts. */
-export type ProgressToken = string | number;
+export const RunEventNotification = defineNotification('run/event', obj({ runId, event: runEvent }, ['runId', 'event']));
+export type RunEventParams = ParamsOf<typeof RunEventNotification>;
 
 /**
  * Where a start stands before its answer, sent only for a start that gave a `progressToken`:
@@ -449,58 +600,123 @@ export type ProgressToken = string | number;
  * - `agent`: an ACP provider is spawning its agent process, then initializing it;
  * - `ready`: published as `runId`; the answer follows.
  */
-export type StartProgress =
-  | { readonly kind: 'queued'; readonly position: number }
-  | { readonly kind: 'starting' }
-  | { readonly kind: 'agent'; readonly stage: 'spawning' | 'initializing' }
-  | { readonly kind: 'ready'; readonly runId: string };
-export interface StartProgressParams {
-  readonly token: ProgressToken;
-  readonly value: StartProgress;
-}
+const startProgress = oneOf(
+  obj({ kind: literal('queued'), position: intFrom(1) }, ['kind', 'position']),
+  obj({ kind: literal('starting') }, ['kind']),
+  obj({ kind: literal('agent'), stage: oneOfValues(['spawning', 'initializing']) }, ['kind', 'stage']),
+  obj({ kind: literal('ready'), runId }, ['kind', 'runId']),
+);
+export type StartProgress = Infer<typeof startProgress>;
+
 /** LSP's `$/progress`, carrying a start's progress (the only progress the daemon reports this way). */
-export const StartProgressNotification = new NotificationType<StartProgressParams>('$/progress');
+export const StartProgressNotification = defineNotification('$/progress', obj({ token: progressToken, value: startProgress }, ['token', 'value']));
+export type StartProgressParams = ParamsOf<typeof StartProgressNotification>;
 
 /** A continuable child's turn settled with nothing left in its inbox; sent to its owner's connections. */
-export interface ChildSettledParams extends ChildSettledNotice {
-  /** The parent session the child belongs to. */
-  readonly parentId: string;
-}
-export const ChildSettledNotification = new NotificationType<ChildSettledParams>('child/settled');
+export const ChildSettledNotification = defineNotification(
+  'child/settled',
+  obj(
+    {
+      childId,
+      /** The parent session the child belongs to. */
+      parentId: nonEmpty(256),
+      label: str(1024),
+      messageId: nonEmpty(128),
+      stopReason,
+      text: str(64 * 1024),
+    },
+    ['childId', 'parentId', 'stopReason', 'text'],
+  ),
+);
+export type ChildSettledParams = ParamsOf<typeof ChildSettledNotification>;
 
 /** A continuable child used its `report` tool; sent to its owner's connections (not kept). */
-export interface ChildReportParams extends ChildReport {
-  readonly parentId: string;
-}
-export const ChildReportNotification = new NotificationType<ChildReportParams>('child/report');
+export const ChildReportNotification = defineNotification(
+  'child/report',
+  obj(
+    { childId, parentId: nonEmpty(256), label: str(1024), output: str(1024 * 1024), mode: oneOfValues(['quiet', 'next-step']) },
+    ['childId', 'parentId', 'output', 'mode'],
+  ),
+);
+export type ChildReportParams = ParamsOf<typeof ChildReportNotification>;
 
 // ---------------------------------------------------------------------------------------------
 // Requests, daemon → client
 
-export interface ToolCallParams {
-  readonly runId: string;
-  readonly callId: string;
-  readonly name: string;
-  readonly arguments: unknown;
-}
-export interface ToolCallResult {
-  readonly content: ContentBlock[];
-  readonly isError?: boolean;
-}
-export const ToolCallRequest = new RequestType<ToolCallParams, ToolCallResult, SubagentErrorData>('tool/call');
-
-export interface PermissionOption {
-  readonly optionId: string;
-  readonly name: string;
-  readonly kind: 'allow_once' | 'allow_always' | 'reject_once' | 'reject_always';
-}
-export interface PermissionParams {
-  readonly runId: string;
-  /** What the child wants to do, as its agent described it. */
-  readonly title: string;
-  readonly options: PermissionOption[];
-}
-export type PermissionResult = { readonly outcome: 'selected'; readonly optionId: string } | { readonly outcome: 'cancelled' };
-export const PermissionRequest = new RequestType<PermissionParams, PermissionResult, SubagentErrorData>(
-  'permission/request',
+export const ToolCallRequest = defineRequest(
+  'tool/call',
+  obj({ runId, callId: nonEmpty(512), name: toolName, arguments: anyValue }, ['runId', 'callId', 'name']),
+  obj({ content, isError: bool }, ['content']),
 );
+export type ToolCallParams = ParamsOf<typeof ToolCallRequest>;
+export type ToolCallResult = ResultOf<typeof ToolCallRequest>;
+
+const permissionOption = obj(
+  {
+    optionId: nonEmpty(256),
+    name: str(1024),
+    kind: oneOfValues(['allow_once', 'allow_always', 'reject_once', 'reject_always']),
+  },
+  ['optionId', 'name', 'kind'],
+);
+export type PermissionOption = Infer<typeof permissionOption>;
+
+export const PermissionRequest = defineRequest(
+  'permission/request',
+  obj(
+    {
+      runId,
+      /** What the child wants to do, as its agent described it. */
+      title: str(16 * 1024),
+      options: arr(permissionOption, 64),
+    },
+    ['runId', 'title', 'options'],
+  ),
+  oneOf(obj({ outcome: literal('selected'), optionId: nonEmpty(256) }, ['outcome', 'optionId']), obj({ outcome: literal('cancelled') }, ['outcome'])),
+);
+export type PermissionParams = ParamsOf<typeof PermissionRequest>;
+export type PermissionResult = ResultOf<typeof PermissionRequest>;
+
+// ---------------------------------------------------------------------------------------------
+
+/** Every declared message, by direction: what docs/protocol.md must document, no more, no less. */
+export const WIRE = {
+  toDaemon: {
+    requests: [
+      InitializeRequest,
+      LspShutdownRequest,
+      ProvidersListRequest,
+      StartRequest,
+      CancelRequest,
+      DisposeRequest,
+      WaitRequest,
+      SendMessageRequest,
+      ResumeRequest,
+      RunsListRequest,
+      AttachRequest,
+      InspectRequest,
+      StatusRequest,
+      ShutdownRequest,
+      GcRequest,
+      ChildStartRequest,
+      ChildSendRequest,
+      ChildInterruptRequest,
+      ChildListRequest,
+      ChildAttachRequest,
+    ],
+    notifications: [LspExitNotification, LspInitializedNotification],
+  },
+  toClient: {
+    requests: [ToolCallRequest, PermissionRequest],
+    notifications: [
+      ProviderAddedNotification,
+      ProviderRemovedNotification,
+      StartNotification,
+      EndNotification,
+      RunEventNotification,
+      StartProgressNotification,
+      ChildSettledNotification,
+      ChildReportNotification,
+    ],
+  },
+} as const;

@@ -1,6 +1,7 @@
 /**
- * Property tests of the wire validators: for every inbound payload kind on both sides, random
- * values and mutations of a valid example never make the validator throw, and every rejection
+ * Property tests of the wire validators: for every declared message (protocol/messages.ts), its
+ * params and, for a request, its result — each checked by the receiver, results also by the side
+ * that answers —, random values and mutations of a valid example never make the validator throw, and every rejection
  * names a field as a JSON pointer. Mutations whose outcome is known (a dropped required field,
  * a wrong type, an unknown field, a string one past its bound) must be rejected at that field.
  *
@@ -9,15 +10,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import {
-  clientInboundSchemas,
-  requestSchemas,
-  validateAtClient,
-  validateAtDaemon,
-  type ClientInbound,
-  type DaemonInbound,
-  type ValidationFailure,
-} from '../protocol/index.js';
+import { CancelRequest, StartNotification, StartRequest, WIRE, type JsonSchema, type ValidationFailure } from '../protocol/index.js';
 
 const SEED = process.env['FC_SEED'] !== undefined ? Number(process.env['FC_SEED']) : Date.now() % 2_147_483_647;
 const NUM_RUNS = 200;
@@ -32,12 +25,13 @@ function check<T>(name: string, arbitrary: fc.Arbitrary<T>, predicate: (value: T
   }
 }
 
-type Schema = Record<string, unknown>;
+type Schema = JsonSchema;
 type Validate = (value: unknown) => ValidationFailure | undefined;
 
 // ---------------------------------------------------------------------------------------------
-// Valid examples: at least one per kind. A kind added to the protocol without an example fails
-// the "every kind has an example" test below (not the build).
+// Valid examples: at least one per checked payload ("<method> params", "<method> result",
+// "<method> notification"). A message declared without an example fails the "every payload has
+// an example" test below (not the build).
 
 const text = { type: 'text', text: 'hello' };
 const image = { type: 'image', data: 'AAAA', mimeType: 'image/png' };
@@ -72,13 +66,13 @@ const runInfo = {
 
 const OWNER_KEY = 'an-owner-key-of-16-or-more';
 
-const daemonExamples: Partial<Record<DaemonInbound, unknown[]>> = {
-  initialize: [
+const examples: Partial<Record<string, unknown[]>> = {
+  'initialize params': [
     { protocolVersion: '1.0.0', clientInfo: { name: 'fuzz', version: '1' }, token: 't' },
     { processId: 7, rootUri: null, capabilities: {}, initializationOptions: { protocolVersion: '1.0.0', token: 't' }, trace: 'off' },
   ],
-  'providers/list': [{}],
-  'subagent/start': [
+  'providers/list params': [{}],
+  'subagent/start params': [
     { provider: 'echo', prompt: [text], parent: { sessionId: 's', cwd: '/tmp' } },
     {
       provider: 'spawn',
@@ -96,59 +90,58 @@ const daemonExamples: Partial<Record<DaemonInbound, unknown[]>> = {
     },
     { provider: 'echo', prompt: [text], parent: { sessionId: 's', cwd: '/tmp' }, progressToken: 7 },
   ],
-  'run/cancel': [{ runId: 'run_1' }, { runId: 'run_1', level: 'after-step' }],
-  'run/dispose': [{ runId: 'run_1' }],
-  'run/wait': [{ runId: 'run_1' }],
-  'run/inspect': [{ runId: 'run_1' }],
-  'run/attach': [{ runId: 'run_1', runToken: 'tok' }],
-  'run/sendMessage': [{ runId: 'run_1', content: [text] }],
-  'run/resume': [{ runId: 'run_1', prompt: [text], stream: false }],
-  'runs/list': [{}, { state: 'running', provider: 'echo' }],
-  'child/start': [
+  'run/cancel params': [{ runId: 'run_1' }, { runId: 'run_1', level: 'after-step' }],
+  'run/dispose params': [{ runId: 'run_1' }],
+  'run/wait params': [{ runId: 'run_1' }],
+  'run/inspect params': [{ runId: 'run_1' }],
+  'run/attach params': [{ runId: 'run_1', runToken: 'tok' }],
+  'run/sendMessage params': [{ runId: 'run_1', content: [text] }],
+  'run/resume params': [{ runId: 'run_1', prompt: [text], stream: false }],
+  'runs/list params': [{}, { state: 'running', provider: 'echo' }],
+  'child/start params': [
     { ownerKey: OWNER_KEY, provider: 'spawn', prompt: [text], parent: { sessionId: 's', cwd: '/tmp' } },
     { ownerKey: OWNER_KEY, provider: 'spawn', prompt: [text], parent: { sessionId: 's', cwd: '/tmp' }, label: 'l', maxDepth: 2, persona: 'p', env: { A: 'b' } },
   ],
-  'child/send': [{ ownerKey: OWNER_KEY, childId: 'child-1', from: 's', message: [text] }],
-  'child/interrupt': [{ ownerKey: OWNER_KEY, childId: 'child-1', by: 's' }, { ownerKey: OWNER_KEY, childId: 'child-1', by: 's', level: 'now' }],
-  'child/list': [{ ownerKey: OWNER_KEY, of: 's' }, { ownerKey: OWNER_KEY, of: 's', scope: 'descendants' }],
-  'child/attach': [{ ownerKey: OWNER_KEY }],
-  'daemon/status': [{}],
-  shutdown: [{}],
-  'daemon/shutdown': [{}, { drain: true, timeoutMs: 1000 }],
-  'daemon/gc': [{}],
-  'tool/call#result': [{ content: [text], isError: false }],
-  'permission/request#result': [{ outcome: 'selected', optionId: 'allow' }, { outcome: 'cancelled' }],
-};
-
-const clientExamples: Partial<Record<ClientInbound, unknown[]>> = {
-  'initialize#result': [{ protocolVersion: '1.0.0', daemon: identity, providers: [descriptor] }],
-  'providers/list#result': [{ providers: [descriptor] }],
-  'subagent/start#result': [{ runId: 'run_1', provider: 'echo', id: 'child-1', local: false, runToken: 'tok' }],
-  'run/attach#result': [{ run: runInfo, result }],
-  'run/wait#result': [result],
-  'subagent/provider-added': [{ provider: descriptor }],
-  'subagent/provider-removed': [{ name: 'echo' }],
-  'subagent/start': [{ runId: 'run_1', provider: 'echo', id: 'child-1', local: false }],
-  'subagent/end': [
+  'child/send params': [{ ownerKey: OWNER_KEY, childId: 'child-1', from: 's', message: [text] }],
+  'child/interrupt params': [{ ownerKey: OWNER_KEY, childId: 'child-1', by: 's' }, { ownerKey: OWNER_KEY, childId: 'child-1', by: 's', level: 'now' }],
+  'child/list params': [{ ownerKey: OWNER_KEY, of: 's' }, { ownerKey: OWNER_KEY, of: 's', scope: 'descendants' }],
+  'child/attach params': [{ ownerKey: OWNER_KEY }],
+  'daemon/status params': [{}],
+  'shutdown params': [{}],
+  'daemon/shutdown params': [{}, { drain: true, timeoutMs: 1000 }],
+  'daemon/gc params': [{}],
+  'tool/call result': [{ content: [text], isError: false }],
+  'permission/request result': [{ outcome: 'selected', optionId: 'allow' }, { outcome: 'cancelled' }],
+  'exit notification': [{}],
+  'initialized notification': [{}],
+  'initialize result': [{ protocolVersion: '1.0.0', daemon: identity, providers: [descriptor] }],
+  'providers/list result': [{ providers: [descriptor] }],
+  'subagent/start result': [{ runId: 'run_1', provider: 'echo', id: 'child-1', local: false, runToken: 'tok' }],
+  'run/attach result': [{ run: runInfo, result }],
+  'run/wait result': [result],
+  'subagent/provider-added notification': [{ provider: descriptor }],
+  'subagent/provider-removed notification': [{ name: 'echo' }],
+  'subagent/start notification': [{ runId: 'run_1', provider: 'echo', id: 'child-1', local: false }],
+  'subagent/end notification': [
     { runId: 'run_1', provider: 'echo', id: 'child-1', local: false, stopReason: 'completed', lastAssistantMessage: [text], usage, result },
     { runId: 'run_1', provider: 'echo', id: 'child-1', local: true, stopReason: 'error', error: { message: 'lost' } },
   ],
-  'run/event': [
+  'run/event notification': [
     { runId: 'run_1', event: { kind: 'text-delta', text: 'x' } },
     { runId: 'run_1', event: { kind: 'session', event: sessionEvents[1] } },
     { runId: 'run_1', event: { kind: 'retry', attempt: 2, delayMs: 1000, reason: 'HTTP 429: Rate limit reached', status: 429 } },
     { runId: 'run_1', event: { kind: 'retry', attempt: 3, delayMs: 250, reason: 'cannot reach http://127.0.0.1:9/v1' } },
   ],
-  '$/progress': [
+  '$/progress notification': [
     { token: 'start-1', value: { kind: 'queued', position: 2 } },
     { token: 7, value: { kind: 'starting' } },
     { token: 'start-1', value: { kind: 'agent', stage: 'initializing' } },
     { token: 'start-1', value: { kind: 'ready', runId: 'run_1' } },
   ],
-  'runs/list#result': [{ runs: [runInfo] }],
-  'daemon/gc#result': [{ runsArchived: 3, runsRemoved: 1, sessionsRemoved: 0, runsStored: 100_000 }],
-  'run/inspect#result': [{ run: runInfo, header: { cwd: '/tmp' }, events: sessionEvents }],
-  'daemon/status#result': [
+  'runs/list result': [{ runs: [runInfo] }],
+  'daemon/gc result': [{ runsArchived: 3, runsRemoved: 1, sessionsRemoved: 0, runsStored: 100_000 }],
+  'run/inspect result': [{ run: runInfo, header: { cwd: '/tmp' }, events: sessionEvents }],
+  'daemon/status result': [
     {
       daemon: identity,
       protocolVersion: '1.0.0',
@@ -158,41 +151,45 @@ const clientExamples: Partial<Record<ClientInbound, unknown[]>> = {
       runs: { starting: 0, running: 1, settled: 0, disposed: 0 },
       providers: ['echo'],
       shuttingDown: false,
+      admission: { running: 1, queued: 0, limits: { maxConcurrentRuns: 8, maxRunsPerConnection: 4, maxQueued: 64 }, byConnection: { c1: { running: 1, queued: 0, client: 'fuzz@1' } } },
+      memory: { rss: 50_000_000, heapUsed: 9_000_000 },
     },
   ],
-  'child/start#result': [{ childId: 'child-1', messageId: 'msg_1' }],
-  'child/send#result': [{ childId: 'child-1', messageId: 'msg_2' }],
-  'child/list#result': [
+  'shutdown result': [null],
+  'run/cancel result': [{}],
+  'run/dispose result': [{}],
+  'run/sendMessage result': [{}],
+  'run/resume result': [{ runId: 'run_1', provider: 'echo', id: 'child-1', local: true, runToken: 'tok' }],
+  'daemon/shutdown result': [{}],
+  'child/interrupt result': [{}],
+  'child/start result': [{ childId: 'child-1', messageId: 'msg_1' }],
+  'child/send result': [{ childId: 'child-1', messageId: 'msg_2' }],
+  'child/list result': [
     { entries: [], diagnostics: [] },
     { entries: [{ id: 'child-1', status: 'idle', label: 'l', hasChildren: true, parentId: 's', depth: 1 }], diagnostics: ['line 3 unreadable'] },
   ],
-  'child/attach#result': [{ delivered: 0 }],
-  'child/report': [{ childId: 'child-1', parentId: 's', output: 'halfway', mode: 'quiet' }],
-  'child/settled': [{ childId: 'child-1', parentId: 's', label: 'l', stopReason: 'completed', text: 'l finished. It left no closing message.' }],
-  'tool/call': [{ runId: 'run_1', callId: 'c1', name: 'lookup', arguments: { q: 'x' } }],
-  'permission/request': [{ runId: 'run_1', title: 'write a file', options: [{ optionId: 'a', name: 'Allow', kind: 'allow_once' }] }],
+  'child/attach result': [{ delivered: 0 }],
+  'child/report notification': [{ childId: 'child-1', parentId: 's', output: 'halfway', mode: 'quiet' }],
+  'child/settled notification': [{ childId: 'child-1', parentId: 's', label: 'l', stopReason: 'completed', text: 'l finished. It left no closing message.' }],
+  'tool/call params': [{ runId: 'run_1', callId: 'c1', name: 'lookup', arguments: { q: 'x' } }],
+  'permission/request params': [{ runId: 'run_1', title: 'write a file', options: [{ optionId: 'a', name: 'Allow', kind: 'allow_once' }] }],
 };
 
-interface Side {
+interface Payload {
+  /** "<method> params", "<method> result" or "<method> notification". */
   readonly name: string;
-  readonly schemas: Record<string, Schema>;
-  readonly examples: Partial<Record<string, unknown[]>>;
-  readonly validate: (kind: string) => Validate;
+  readonly schema: Schema;
+  readonly validate: Validate;
 }
 
-const sides: Side[] = [
-  {
-    name: 'daemon',
-    schemas: requestSchemas as unknown as Record<string, Schema>,
-    examples: daemonExamples,
-    validate: (kind) => (value) => validateAtDaemon(kind as DaemonInbound, value),
-  },
-  {
-    name: 'client',
-    schemas: clientInboundSchemas as unknown as Record<string, Schema>,
-    examples: clientExamples,
-    validate: (kind) => (value) => validateAtClient(kind as ClientInbound, value),
-  },
+const payloads: Payload[] = [
+  ...[...WIRE.toDaemon.requests, ...WIRE.toClient.requests].flatMap((request): Payload[] => [
+    { name: `${request.method} params`, schema: request.params, validate: request.checkParams },
+    { name: `${request.method} result`, schema: request.result, validate: request.checkResult },
+  ]),
+  ...[...WIRE.toDaemon.notifications, ...WIRE.toClient.notifications].map(
+    (notification): Payload => ({ name: `${notification.method} notification`, schema: notification.params, validate: notification.checkParams }),
+  ),
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -317,46 +314,43 @@ function mutationOf(example: unknown): fc.Arbitrary<unknown> {
 
 // ---------------------------------------------------------------------------------------------
 
-describe.each(sides)('$name-side validators', (side) => {
-  const kinds = Object.keys(side.schemas);
-
-  it('have a valid example for every kind, and accept it', () => {
-    expect(kinds.filter((k) => !(side.examples[k]?.length)), 'kinds without an example').toEqual([]);
-    for (const kind of kinds) {
-      for (const example of side.examples[kind] ?? []) {
-        expect(outcome(side.validate(kind), example), `${kind} example ${preview(example)}`).toBeUndefined();
+describe('wire validators', () => {
+  it('have a valid example for every declared payload, and accept it', () => {
+    expect(payloads.filter((p) => !examples[p.name]?.length).map((p) => p.name), 'payloads without an example').toEqual([]);
+    expect(Object.keys(examples).filter((name) => !payloads.some((p) => p.name === name)), 'examples of nothing declared').toEqual([]);
+    for (const payload of payloads) {
+      for (const example of examples[payload.name] ?? []) {
+        expect(outcome(payload.validate, example), `${payload.name} example ${preview(example)}`).toBeUndefined();
         // The wire form (a JSON round trip) is what really arrives: it is accepted too.
-        expect(outcome(side.validate(kind), JSON.parse(JSON.stringify(example))), kind).toBeUndefined();
+        expect(outcome(payload.validate, JSON.parse(JSON.stringify(example))), payload.name).toBeUndefined();
       }
     }
   });
 
-  describe.each(kinds)('%s', (kind) => {
-    const validate = side.validate(kind);
-    const schema = side.schemas[kind]!;
-    const examples = side.examples[kind] ?? [];
+  describe.each(payloads)('$name', ({ name: kind, schema, validate }) => {
+    const kindExamples = examples[kind] ?? [];
     const properties = isPlainObject(schema['properties']) ? (schema['properties'] as Record<string, Schema>) : {};
     const required = Array.isArray(schema['required']) ? (schema['required'] as string[]) : [];
     const closed = schema['additionalProperties'] === false;
 
     it('random values never throw; rejections name a field', () => {
-      check(`${side.name} ${kind} anything`, anything, (value) => {
+      check(`${kind} anything`, anything, (value) => {
         outcome(validate, value);
       });
       // Random JSON (what can really arrive) too, including at the top of an object.
-      check(`${side.name} ${kind} json`, fc.jsonValue({ maxDepth: 5 }), (value) => {
+      check(`${kind} json`, fc.jsonValue({ maxDepth: 5 }), (value) => {
         outcome(validate, value);
       });
     });
 
     it('mutations of a valid example never throw; rejections name a field', () => {
-      for (const example of examples) {
-        check(`${side.name} ${kind} mutation`, mutationOf(example), (value) => {
+      for (const example of kindExamples) {
+        check(`${kind} mutation`, mutationOf(example), (value) => {
           outcome(validate, value);
         });
         // Several mutations stacked.
         check(
-          `${side.name} ${kind} mutation chain`,
+          `${kind} mutation chain`,
           mutationOf(example).chain((once) => mutationOf(once)).chain((twice) => mutationOf(twice)),
           (value) => {
             outcome(validate, value);
@@ -366,7 +360,7 @@ describe.each(sides)('$name-side validators', (side) => {
     });
 
     it('a dropped required field is rejected at that field', () => {
-      for (const example of examples.filter(isPlainObject)) {
+      for (const example of kindExamples.filter(isPlainObject)) {
         for (const name of required) {
           const failure = outcome(validate, without(example, name));
           expect(failure?.field, `${kind} without ${name}`).toBe(`/${name}`);
@@ -375,7 +369,7 @@ describe.each(sides)('$name-side validators', (side) => {
     });
 
     it('a wrong type for a property is rejected within that property', () => {
-      for (const example of examples.filter(isPlainObject)) {
+      for (const example of kindExamples.filter(isPlainObject)) {
         for (const [name, propertySchema] of Object.entries(properties)) {
           const wrong = wrongTypeFor(propertySchema);
           if (wrong === undefined) continue;
@@ -388,8 +382,8 @@ describe.each(sides)('$name-side validators', (side) => {
 
     it('an unknown field is rejected at that field when the payload is closed, accepted when open', () => {
       const key = fc.stringMatching(/^[A-Za-z0-9_$-]{1,16}$/).filter((k) => !Object.hasOwn(properties, k));
-      for (const example of examples.filter(isPlainObject)) {
-        check(`${side.name} ${kind} extra field`, fc.tuple(key, fc.jsonValue({ maxDepth: 2 })), ([name, value]) => {
+      for (const example of kindExamples.filter(isPlainObject)) {
+        check(`${kind} extra field`, fc.tuple(key, fc.jsonValue({ maxDepth: 2 })), ([name, value]) => {
           const failure = outcome(validate, withOwn(example, name, value));
           if (closed) expect(failure?.field, `${kind} + ${name}`).toBe(`/${name}`);
           else if (Object.keys(properties).length > 0) expect(failure, `${kind} + ${name}`).toBeUndefined();
@@ -398,7 +392,7 @@ describe.each(sides)('$name-side validators', (side) => {
     });
 
     it('a string one past its maxLength is rejected at that field; at the bound it is accepted', () => {
-      for (const example of examples.filter(isPlainObject)) {
+      for (const example of kindExamples.filter(isPlainObject)) {
         for (const [name, propertySchema] of Object.entries(properties)) {
           const max = propertySchema['maxLength'];
           if (propertySchema['type'] !== 'string' || typeof max !== 'number' || typeof example[name] !== 'string') continue;
@@ -411,7 +405,7 @@ describe.each(sides)('$name-side validators', (side) => {
     });
 
     it('deep nesting in any field never throws', () => {
-      for (const example of examples) {
+      for (const example of kindExamples) {
         const all = paths(example);
         for (const depth of [100, 5000]) {
           for (const at of [[] as Array<string | number>, ...all.slice(0, 20)]) {
@@ -426,10 +420,10 @@ describe.each(sides)('$name-side validators', (side) => {
 
 describe('fields are JSON pointers', () => {
   it('nested failures name the nested field', () => {
-    const start = daemonExamples['subagent/start']![0] as Record<string, unknown>;
-    expect(validateAtDaemon('subagent/start', { ...start, parent: { sessionId: 's' } })?.field).toBe('/parent/cwd');
-    expect(validateAtDaemon('subagent/start', { ...start, prompt: [text, { type: 'text' }] })?.field).toBe('/prompt/1/text');
-    expect(validateAtDaemon('subagent/start', { ...start, env: { A: 1 } })?.field).toBe('/env/A');
+    const start = examples['subagent/start params']![0] as Record<string, unknown>;
+    expect(StartRequest.checkParams({ ...start, parent: { sessionId: 's' } })?.field).toBe('/parent/cwd');
+    expect(StartRequest.checkParams({ ...start, prompt: [text, { type: 'text' }] })?.field).toBe('/prompt/1/text');
+    expect(StartRequest.checkParams({ ...start, env: { A: 1 } })?.field).toBe('/env/A');
   });
 
   // RFC 6901: "/" in a key is written "~1" and "~" is "~0". Ajv escapes the keys of instancePath
@@ -437,17 +431,17 @@ describe('fields are JSON pointers', () => {
   it('an unknown key with "/" or "~" is named with RFC 6901 escaping', () => {
     const wrong: string[] = [];
     for (const key of ['a/b', 'x~y', '~1']) {
-      const atDaemon = validateAtDaemon('run/cancel', withOwn({ runId: 'r' }, key, 1))?.field;
-      const atClient = validateAtClient('subagent/start', withOwn({ runId: 'r', provider: 'p', id: 'i', local: false }, key, 1))?.field;
+      const atDaemon = CancelRequest.checkParams(withOwn({ runId: 'r' }, key, 1))?.field;
+      const atClient = StartNotification.checkParams(withOwn({ runId: 'r', provider: 'p', id: 'i', local: false }, key, 1))?.field;
       for (const field of [atDaemon, atClient]) if (field !== `/${pointerToken(key)}`) wrong.push(`${JSON.stringify(key)} → ${String(field)}`);
     }
     expect(wrong).toEqual([]);
   });
 
   it('an escaped nested path agrees with the escaped key (env key with a slash)', () => {
-    const start = daemonExamples['subagent/start']![0] as Record<string, unknown>;
+    const start = examples['subagent/start params']![0] as Record<string, unknown>;
     // Ajv itself names /env/a~1b for a bad value under key "a/b".
-    expect(validateAtDaemon('subagent/start', { ...start, env: { 'a/b': 1 } })?.field).toBe('/env/a~1b');
+    expect(StartRequest.checkParams({ ...start, env: { 'a/b': 1 } })?.field).toBe('/env/a~1b');
   });
 });
 

@@ -52,11 +52,10 @@ import {
   SUBAGENT_ERROR_CODES,
   SubagentError,
   ToolCallRequest,
-  validateAtDaemon,
   WaitRequest,
+  invalidParams,
   type ChildReportParams,
   type ChildSettledParams,
-  type DaemonInbound,
   type EndParams,
   type InitializeParams,
   type GcResult,
@@ -66,9 +65,12 @@ import {
   type ProgressToken,
   type RunEventParams,
   type StatusResult,
+  type SubagentErrorData,
   type SubagentStartEvent,
   type ToolCallParams,
   type ToolCallResult,
+  type WireNotification,
+  type WireRequest,
 } from '../../protocol/index.js';
 import { describeProvider } from '../provider.js';
 import type { RunOwner, StartAnswer, StartExtras, SubagentService } from '../service/subagent-service.js';
@@ -340,13 +342,15 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
   /** The extras of a start without a progress token: one per connection, not one per start. */
   private answersStarts: StartExtras | undefined;
 
-  private notify<P>(type: NotificationType<P>, params: P): void {
+  private notify<P>(type: WireNotification<P>, params: P): void {
     if (this.closed) return;
     if (this.writer.unsent >= this.ctx.maxUnsentBeforeCutoff) {
       void this.close(`client stopped reading: ${this.writer.unsent} messages unsent`);
       return;
     }
-    this.rpc.sendNotification(type as NotificationType<unknown>, params as never).then(
+    // The library's overloads do not resolve for a generic P: an upcast to `unknown` params.
+    const declared: NotificationType<unknown> = type;
+    this.rpc.sendNotification(declared, params).then(
       () => this.flushBacklog(),
       () => this.flushBacklog(),
     );
@@ -364,22 +368,25 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
   }
 
   callTool(params: ToolCallParams, signal: AbortSignal): Promise<ToolCallResult> {
-    return this.call(ToolCallRequest, params, signal, 'tool/call#result');
+    return this.call(ToolCallRequest, params, signal);
   }
 
   askPermission(params: PermissionParams, signal: AbortSignal): Promise<PermissionResult> {
-    return this.call(PermissionRequest, params, signal, 'permission/request#result');
+    return this.call(PermissionRequest, params, signal);
   }
 
-  private async call<P, R>(type: RequestType<P, R, unknown>, params: P, signal: AbortSignal, schema: DaemonInbound): Promise<R> {
+  /** A daemon → client request; the client's answer is checked against the declaration. */
+  private async call<P, R>(type: WireRequest<P, R>, params: P, signal: AbortSignal): Promise<R> {
     const source = new CancellationTokenSource();
     const onAbort = (): void => source.cancel();
     signal.addEventListener('abort', onAbort, { once: true });
     try {
-      const result = (await this.rpc.sendRequest(type as RequestType<unknown, unknown, unknown>, params as never, source.token)) as R;
-      const invalid = validateAtDaemon(schema, result);
-      if (invalid) throw new Error(`client answered ${type.method} with an invalid result: ${invalid.message}`);
-      return result;
+      // The library's overloads do not resolve for a generic P and R: an upcast to `unknown`.
+      const declared: RequestType<unknown, unknown, SubagentErrorData> = type;
+      const result = await this.rpc.sendRequest(declared, params, source.token);
+      const answer = type.readResult(result);
+      if (!answer.ok) throw new Error(`client answered ${type.method} with an invalid result: ${answer.failure.message}`);
+      return answer.value;
     } finally {
       signal.removeEventListener('abort', onAbort);
       source.dispose();
@@ -460,44 +467,50 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
     };
   }
 
-  /** Registers a handler that validates its params and answers typed errors. */
-  private handle<P, R>(
-    type: RequestType<P, R, unknown>,
-    handler: (params: P, signal: AbortSignal) => R | Promise<R>,
-    requiresInitialize = true,
-  ): void {
-    const method = type.method as DaemonInbound;
-    this.rpc.onRequest(type as RequestType<unknown, unknown, unknown>, async (raw: unknown, token: CancellationToken) => {
+  /**
+   * Serves one declared request: params are checked against the declaration before the handler
+   * runs (INVALID_REQUEST naming the field), the result after it (a result that fails is this
+   * daemon's bug: INTERNAL_ERROR, logged), and a SubagentError is answered with its code.
+   */
+  private handle<P, R>(type: WireRequest<P, R>, handler: (params: P, signal: AbortSignal) => R | Promise<R>, requiresInitialize = true): void {
+    const method = type.method;
+    // The library's HandlerResult is conditional on R and does not resolve for a generic R: the
+    // declaration is registered as answering `unknown` (an upcast; the result is checked below).
+    const registered: RequestType<unknown, unknown, SubagentErrorData> = type;
+    this.rpc.onRequest(registered, async (raw: unknown, token: CancellationToken) => {
       try {
         if (requiresInitialize && !this.initialized) {
           throw new SubagentError('NOT_INITIALIZED', `call initialize before ${method}`);
         }
-        const params = (raw ?? {}) as P;
-        const invalid = validateAtDaemon(method, params);
-        if (invalid) throw new SubagentError('INVALID_REQUEST', `invalid params for ${method}: ${invalid.message}`, { field: invalid.field });
+        const params = type.readParams(raw ?? {});
+        if (!params.ok) throw invalidParams(method, params.failure);
         const abort = new AbortController();
         // A cancel read before this request was dispatched is already on the token, and the
         // library reports it to a listener only a timer turn later: by then a quick start has
         // published its child. Look at the token now, then listen for a later cancel.
         if (token.isCancellationRequested) abort.abort();
         const subscription = token.onCancellationRequested(() => abort.abort());
+        let result: R;
         try {
-          return await handler(params, abort.signal);
+          result = await handler(params.value, abort.signal);
         } finally {
           subscription.dispose();
         }
+        const wrong = type.checkResult(result);
+        if (wrong) throw new Error(`the daemon produced an invalid result: ${wrong.message}`);
+        return result;
       } catch (error) {
         return this.toResponseError(method, error);
       }
     });
   }
 
-  private toResponseError(method: string, error: unknown): ResponseError<unknown> {
+  private toResponseError(method: string, error: unknown): ResponseError<SubagentErrorData> {
     if (error instanceof SubagentError) {
       return new ResponseError(SUBAGENT_ERROR_CODES[error.code], error.message, error.data);
     }
     this.log.error({ err: error, method }, 'request handler failed');
     const message = error instanceof Error ? error.message : String(error);
-    return new ResponseError(JSONRPC_ERRORS.INTERNAL_ERROR, `${method} failed: ${message}`);
+    return new ResponseError<SubagentErrorData>(JSONRPC_ERRORS.INTERNAL_ERROR, `${method} failed: ${message}`);
   }
 }

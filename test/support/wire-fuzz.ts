@@ -1,8 +1,8 @@
 /**
  * The structure-aware wire fuzzer, shared by the seeded CI run (test/fuzz-wire.e2e.ts) and the
  * long run (`npm run fuzz -- --frames 100000`, bench/fuzz.ts). Frames are built from the
- * protocol's own declarations: every request method of `requestSchemas` with params mutated from
- * a valid example, every notification of `clientInboundSchemas` and the library's `$/` ones sent
+ * protocol's own declarations (`WIRE`): every client → daemon request with params mutated from
+ * a valid example, every daemon → client message and the library's `$/` ones sent
  * the wrong way, wrong ids, cancels for pending and unknown ids, responses to nothing, bodies that
  * are not JSON-RPC, framing the daemon cannot trust, and hang-ups mid-frame. Fuzz connections run
  * over unix and TCP, some initialized and some not, while a bystander and any number of load
@@ -11,13 +11,22 @@
  */
 import fc from 'fast-check';
 import { connect, type RemoteSubagentService } from '../../client/index.js';
-import { clientInboundSchemas, requestSchemas, validateAtDaemon, type DaemonInbound } from '../../protocol/index.js';
+import { WIRE, type ValidationFailure } from '../../protocol/index.js';
 import { frame, isAlive } from './load-daemon.js';
 import type { RawPeer } from './raw-peer.js';
 import { initializedPeer, processFaults, rawPeer, type Transport, type WireTarget } from './wire-peers.js';
 
-export type Method = Exclude<DaemonInbound, `${string}#result`>;
-export const METHODS = Object.keys(requestSchemas).filter((k) => !k.includes('#')) as Method[];
+/** A client → daemon request method. */
+export type Method = (typeof WIRE.toDaemon.requests)[number]['method'];
+const REQUESTS = new Map(WIRE.toDaemon.requests.map((request) => [request.method, request]));
+export const METHODS: Method[] = [...REQUESTS.keys()];
+
+/** The daemon's verdict on params for a method, from the method's own declaration. */
+export function checkParams(method: Method, params: unknown): ValidationFailure | undefined {
+  const request = REQUESTS.get(method);
+  if (!request) throw new Error(`${method} is not a declared request`);
+  return request.checkParams(params);
+}
 
 const text = { type: 'text', text: 'echo fuzz' };
 /** One harmless valid params object per method (shutdown: see below, it is never sent valid). */
@@ -157,11 +166,10 @@ export function defuse(method: Method, params: Record<string, unknown>): Record<
 
 /** Notifications the daemon sends (a client sending them is wrong) and the library's own. */
 export const NOTIFICATIONS = [
-  ...Object.keys(clientInboundSchemas).filter((k) => !k.includes('#')),
+  ...[...WIRE.toClient.notifications, ...WIRE.toClient.requests].map((message) => message.method),
   '$/cancelRequest',
   '$/setTrace',
   '$/logTrace',
-  '$/progress',
 ];
 
 /** Ids a fuzz connection uses, few enough that cancels and responses often name a pending one. */
@@ -195,7 +203,7 @@ const one = (kind: FrameKind, message: unknown): FuzzFrame => ({ kind, bytes: fr
 const paramsFrame: fc.Arbitrary<FuzzFrame> = fc
   .constantFrom(...METHODS)
   .chain((method) => fc.tuple(fc.constant(method), paramsFor(method), goodId))
-  .filter(([method, params]) => method !== 'daemon/shutdown' || validateAtDaemon('daemon/shutdown', params) !== undefined)
+  .filter(([method, params]) => method !== 'daemon/shutdown' || checkParams('daemon/shutdown', params) !== undefined)
   .map(([method, params, id]) => one('params', { jsonrpc: '2.0', id, method, params: defuse(method, params) }));
 
 /** Any method, no id: request methods as notifications, the daemon's own notifications, `$/`. */

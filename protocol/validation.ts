@@ -1,0 +1,92 @@
+/**
+ * Checking values against JSON Schemas, and the one wording of a failure.
+ *
+ * Rules:
+ * - Ajv is loaded, and each validator compiled, on first use: a process pays at start-up for
+ *   neither (loading Ajv alone costs about 0.1 s of a cold start), and each side only for the
+ *   payloads it really checks.
+ * - A failure names one field as a JSON pointer (RFC 6901; a missing or unknown key is escaped
+ *   the way Ajv escapes the rest of the path) and says what is wrong with it: `describeAjvError`
+ *   is the only place that turns Ajv's errors into text, for the wire and for every other schema
+ *   check of ours (config file, model scripts, output schemas, tool input).
+ */
+import { createRequire } from 'node:module';
+import type { Ajv as AjvInstance, ErrorObject, Options, ValidateFunction } from 'ajv';
+import type { JsonSchema } from './json-schema.js';
+import { SHARED_DEFINITIONS, sessionEvent } from './schemas.js';
+
+/** Why a value failed: the JSON pointer of the field and what was wrong with it. */
+export interface ValidationFailure {
+  readonly field: string;
+  /** What is wrong with the field, e.g. `is required`. */
+  readonly reason: string;
+  /** `<field> <reason>`, e.g. `/parent/cwd is required`. */
+  readonly message: string;
+}
+
+/** A lazily compiled check: undefined when the value is valid. */
+export type Validator = (value: unknown) => ValidationFailure | undefined;
+
+export interface FailureWording {
+  /** What an unknown key "is" (default: `is not allowed`). */
+  readonly unknownKey?: string;
+  /** Append the allowed values to an `enum` failure. */
+  readonly listAllowed?: boolean;
+}
+
+/** A key as a JSON-pointer token (RFC 6901), as Ajv writes the rest of the path. */
+const pointerToken = (key: unknown): string => String(key).replace(/~/g, '~0').replace(/\//g, '~1');
+
+/** The one wording of an Ajv error: the field it names and `<field> <why>`. */
+export function describeAjvError(error: ErrorObject | undefined, wording: FailureWording = {}): ValidationFailure {
+  if (!error) return { field: '/', reason: 'is invalid', message: '/ is invalid' };
+  const missing = error.keyword === 'required' ? `/${pointerToken(error.params['missingProperty'])}` : '';
+  const extra = error.keyword === 'additionalProperties' ? `/${pointerToken(error.params['additionalProperty'])}` : '';
+  const field = `${error.instancePath}${missing}${extra}` || '/';
+  const why =
+    error.keyword === 'required'
+      ? 'is required'
+      : error.keyword === 'additionalProperties'
+        ? (wording.unknownKey ?? 'is not allowed')
+        : (error.message ?? 'is invalid');
+  const allowed = wording.listAllowed && error.keyword === 'enum' ? ` (${(error.params['allowedValues'] as unknown[]).join(', ')})` : '';
+  const reason = `${why}${allowed}`;
+  return { field, reason, message: `${field} ${reason}` };
+}
+
+/** Every error of a validation, worded one by one and joined (for checks that report them all). */
+export function describeAjvErrors(errors: readonly ErrorObject[] | null | undefined, wording: FailureWording = {}): string {
+  if (!errors || errors.length === 0) return describeAjvError(undefined).message;
+  return errors.map((error) => describeAjvError(error, wording).message).join('; ');
+}
+
+const load = createRequire(import.meta.url);
+let AjvClass: (new (options: Options) => AjvInstance) | undefined;
+
+/** A new Ajv instance (Ajv loaded on the first call), with the options every check of ours uses. */
+export function createAjv(options: Options = {}): AjvInstance {
+  AjvClass ??= (load('ajv') as { Ajv: new (options: Options) => AjvInstance }).Ajv;
+  return new AjvClass({ allErrors: false, strict: false, allowUnionTypes: true, ...options });
+}
+
+let wireAjv: AjvInstance | undefined;
+/** The wire's Ajv, with the shared definitions (content blocks, session events) registered once. */
+function wireCompiler(): AjvInstance {
+  if (!wireAjv) {
+    wireAjv = createAjv();
+    wireAjv.addSchema(SHARED_DEFINITIONS);
+  }
+  return wireAjv;
+}
+
+/** A wire payload's check, compiled when it first runs. */
+export function lazyValidator(schema: JsonSchema): Validator {
+  let validate: ValidateFunction | undefined;
+  return (value) => {
+    validate ??= wireCompiler().compile(schema);
+    return validate(value) ? undefined : describeAjvError(validate.errors?.[0]);
+  };
+}
+
+/** Checks one session event (a stored session log line) against the wire's schema. */
+export const validateSessionEvent: Validator = lazyValidator(sessionEvent);
