@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { Ajv, type ValidateFunction } from 'ajv';
-import { MAX_TEXT_BYTES } from '../protocol/index.js';
+import { MAX_TEXT_BYTES, describeAjvErrors } from '../protocol/index.js';
 import { ACP_PROVIDER_ENTRY_SCHEMA, type AcpProviderConfig } from './providers/acp/config.js';
 
 /** A configured ACP agent; its fields and their schema live with the provider (providers/acp/config.ts). */
@@ -216,14 +216,7 @@ export function loadConfig(path: string): DaemonConfig {
 export function parseConfig(value: unknown, origin = 'config'): DaemonConfig {
   const validate = validator();
   if (!validate(value)) {
-    const problems = (validate.errors ?? []).map((e) => {
-      const extra = e.keyword === 'additionalProperties' ? `/${String(e.params['additionalProperty'])}` : '';
-      const missing = e.keyword === 'required' ? `/${String(e.params['missingProperty'])}` : '';
-      const field = `${e.instancePath}${extra}${missing}` || '/';
-      const why = e.keyword === 'additionalProperties' ? 'is not a known setting' : (e.message ?? 'is invalid');
-      return `${field} ${why}`;
-    });
-    throw new ConfigError(`invalid config ${origin}: ${problems.join('; ')}`);
+    throw new ConfigError(`invalid config ${origin}: ${describeAjvErrors(validate.errors, { unknownKey: 'is not a known setting' })}`);
   }
   const base = dirname(resolve(origin));
   const abs = (p: string): string => (isAbsolute(p) ? p : resolve(base, p));

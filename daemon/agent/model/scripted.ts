@@ -31,7 +31,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { Ajv, type ValidateFunction } from 'ajv';
-import type { SessionEvent, ToolCall, Usage } from '../../../protocol/index.js';
+import { describeAjvError, type SessionEvent, type ToolCall, type Usage } from '../../../protocol/index.js';
 import { ModelError, type ModelAdapter, type ModelFinish, type ModelStep, type ModelStepRequest } from './model-adapter.js';
 
 export interface ScriptedToolCall {
@@ -123,13 +123,8 @@ const scriptValidator = (): ValidateFunction<ModelScript> =>
 export function parseScript(value: unknown, origin = 'script'): ModelScript {
   const validateScript = scriptValidator();
   if (validateScript(value)) return value;
-  const error = validateScript.errors?.[0];
-  const extra = error?.keyword === 'additionalProperties' ? `/${String(error.params['additionalProperty'])}` : '';
-  const missing = error?.keyword === 'required' ? `/${String(error.params['missingProperty'])}` : '';
-  const field = `${error?.instancePath ?? ''}${extra}${missing}` || '/';
-  const why = error?.keyword === 'additionalProperties' ? 'is not a known field' : (error?.message ?? 'is invalid');
-  const allowed = error?.keyword === 'enum' ? ` (${(error.params['allowedValues'] as unknown[]).join(', ')})` : '';
-  throw new ModelError('config', `${origin}: ${field} ${why}${allowed}`);
+  const failure = describeAjvError(validateScript.errors?.[0], { unknownKey: 'is not a known field', listAllowed: true });
+  throw new ModelError('config', `${origin}: ${failure.message}`);
 }
 
 /**

@@ -4,7 +4,7 @@
  * message that is not valid JSON for the schema fails the run; there is no re-prompt.
  */
 import { Ajv, type ValidateFunction } from 'ajv';
-import { SubagentError, boundDiagnostic, type ObjectJsonSchema } from '../../../protocol/index.js';
+import { SubagentError, boundDiagnostic, describeAjvErrors, type ObjectJsonSchema } from '../../../protocol/index.js';
 
 export type StructuredCheck = { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly diagnostic: string };
 
@@ -46,8 +46,7 @@ export function compileStructuredOutput(schema: ObjectJsonSchema): StructuredOut
         return { ok: false, diagnostic: boundDiagnostic(`final message is not valid JSON (${reason})`) };
       }
       if (!validate(value)) {
-        const errors = validate.errors?.map((e) => `${e.instancePath || '/'} ${e.message ?? 'is invalid'}`).join('; ');
-        return { ok: false, diagnostic: boundDiagnostic(`final message does not match the output schema: ${errors ?? 'invalid'}`) };
+        return { ok: false, diagnostic: boundDiagnostic(`final message does not match the output schema: ${describeAjvErrors(validate.errors)}`) };
       }
       return { ok: true, value };
     },
