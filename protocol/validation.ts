@@ -61,19 +61,13 @@ export function describeAjvErrors(errors: readonly ErrorObject[] | null | undefi
 }
 
 const load = createRequire(import.meta.url);
-let AjvClass: (new (options: Options) => AjvInstance) | undefined;
-
-/** A new Ajv instance (Ajv loaded on the first call), with the options every check of ours uses. */
-export function createAjv(options: Options = {}): AjvInstance {
-  AjvClass ??= (load('ajv') as { Ajv: new (options: Options) => AjvInstance }).Ajv;
-  return new AjvClass({ allErrors: false, strict: false, allowUnionTypes: true, ...options });
-}
-
 let wireAjv: AjvInstance | undefined;
-/** The wire's Ajv, with the shared definitions (content blocks, session events) registered once. */
+
+/** The wire's Ajv, loaded on first use, with the shared definitions (content blocks, session events) registered once. */
 function wireCompiler(): AjvInstance {
   if (!wireAjv) {
-    wireAjv = createAjv();
+    const { Ajv } = load('ajv') as { Ajv: new (options: Options) => AjvInstance };
+    wireAjv = new Ajv({ allErrors: false, strict: false, allowUnionTypes: true });
     wireAjv.addSchema(SHARED_DEFINITIONS);
   }
   return wireAjv;

@@ -62,11 +62,6 @@ export const defineRequest = <P, R>(method: string, params: Schema<P>, result: S
 
 export const defineNotification = <P>(method: string, params: Schema<P>): WireNotification<P> => new WireNotification(method, params);
 
-// oxlint-disable-next-line no-explicit-any -- the widest declaration: any params and result
-export type AnyWireRequest = WireRequest<any, any>;
-// oxlint-disable-next-line no-explicit-any -- the widest declaration: any params
-export type AnyWireNotification = WireNotification<any>;
-
 export type ParamsOf<T> = T extends WireRequest<infer P, unknown> ? P : T extends WireNotification<infer P> ? P : never;
 export type ResultOf<T> = T extends WireRequest<unknown, infer R> ? R : never;
 

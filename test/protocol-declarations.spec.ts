@@ -5,9 +5,13 @@
  * - every declaration exported by protocol/ is in `WIRE`, once per direction and kind;
  * - every declaration has params validators, and every request result validators, that really
  *   check: a value of the wrong JSON type is refused. Only the LSP notifications that carry
- *   nothing of ours take any params.
+ *   nothing of ours take any params;
+ * - validators compile lazily: importing protocol/ (the built package, in a real node process)
+ *   does not load Ajv; the first check does.
  */
+import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import * as protocol from '../protocol/index.js';
 import { WIRE, WireNotification, WireRequest } from '../protocol/index.js';
@@ -80,4 +84,20 @@ describe('the declarations', () => {
       }
     },
   );
+});
+
+describe('lazy validators', () => {
+  it('importing protocol/ does not load Ajv; the first check does', () => {
+    const entry = join(import.meta.dirname, '..', 'dist', 'protocol', 'index.js');
+    const script = `
+      import { createRequire } from 'node:module';
+      const loaded = () => Object.keys(createRequire(import.meta.url).cache).some((path) => path.includes('/node_modules/ajv/'));
+      const protocol = await import(${JSON.stringify(entry)});
+      const atImport = loaded();
+      const failure = protocol.StartRequest.checkParams({});
+      console.log(JSON.stringify({ atImport, afterCheck: loaded(), field: failure?.field }));
+    `;
+    const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 20_000 });
+    expect(JSON.parse(out)).toEqual({ atImport: false, afterCheck: true, field: '/provider' });
+  });
 });
