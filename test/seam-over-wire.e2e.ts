@@ -389,3 +389,17 @@ describe('runtime capabilities', () => {
     peer.close();
   });
 });
+
+describe('results are checked against their declaration before they are sent', () => {
+  it('a result the declaration refuses is answered -32603 naming the field, and never sent', async () => {
+    const peer = await RawPeer.initialized(daemon.socket);
+    // The fixture settles with the stop reason it is given; the wire allows at most 64 characters.
+    const start = await peer.request('subagent/start', { provider: 'echo', prompt: prompt(`stop ${'x'.repeat(65)}`), parent });
+    const { runId } = start.result as { runId: string };
+    const reply = await peer.request('run/wait', { runId });
+    expect(reply.result).toBeUndefined();
+    expect(reply.error?.code).toBe(-32603);
+    expect(reply.error?.message).toBe('run/wait failed: the daemon produced an invalid result: /stopReason must NOT have more than 64 characters');
+    peer.close();
+  });
+});
