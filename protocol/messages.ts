@@ -296,6 +296,9 @@ export type InspectResult = ResultOf<typeof InspectRequest>;
 // ---------------------------------------------------------------------------------------------
 // The daemon, client → daemon
 
+/** An error message the daemon reports as is (an agent's or a config parser's): bounded only loosely. */
+const DIAGNOSTIC_TEXT = 64 * 1024;
+
 /** A number the daemon reports; not an integer check (a limit may be configured fractional). */
 const figure = num;
 
@@ -323,7 +326,7 @@ const agentProcessesStatus = obj(
     /** Used processes given back to the pool (`reuseProcesses`). */
     reused: count,
     /** Why the last warm-up failed, until one succeeds. */
-    lastError: str(8192),
+    lastError: str(DIAGNOSTIC_TEXT),
   },
   ['warm', 'ready', 'warming', 'inUse', 'warmStarts', 'coldStarts', 'reaped', 'reused'],
   true,
@@ -342,9 +345,9 @@ const settingsStatus = obj(
     generation: count,
     /** Bumped by every reload tried; `reloadError` says why the last one failed (the old settings stayed). */
     reloadAttempts: count,
-    reloadError: str(8192),
+    reloadError: str(DIAGNOSTIC_TEXT),
     model: obj(
-      { default: str(), endpoint: str(), model: str(), apiKey: oneOfValues(['set', 'unset']), problem: str(8192) },
+      { default: str(), endpoint: str(), model: str(), apiKey: oneOfValues(['set', 'unset']), problem: str(DIAGNOSTIC_TEXT) },
       ['apiKey'],
       true,
     ),
