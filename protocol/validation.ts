@@ -67,7 +67,9 @@ let wireAjv: AjvInstance | undefined;
 function wireCompiler(): AjvInstance {
   if (!wireAjv) {
     const { Ajv } = load('ajv') as { Ajv: new (options: Options) => AjvInstance };
-    wireAjv = new Ajv({ allErrors: false, strict: false, allowUnionTypes: true });
+    // No meta-schema check of our schemas at run time (it compiles the whole draft-07 meta-schema):
+    // test/schema-meta.spec.ts checks them once.
+    wireAjv = new Ajv({ allErrors: false, strict: false, allowUnionTypes: true, validateSchema: false });
     wireAjv.addSchema(SHARED_DEFINITIONS);
   }
   return wireAjv;

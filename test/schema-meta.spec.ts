@@ -9,7 +9,17 @@ import { describe, expect, it } from 'vitest';
 import { CONFIG_AJV_OPTIONS, CONFIG_SCHEMA, CONFIG_VALIDATOR_FILE, ConfigError, parseConfig } from '../daemon/config.js';
 import { REPO } from './support/daemon-process.js';
 import { SCRIPT_SCHEMA } from '../daemon/agent/model/scripted.js';
-import { clientInboundSchemas, requestSchemas } from '../protocol/schemas.js';
+import { WIRE } from '../protocol/index.js';
+import { SHARED_DEFINITIONS } from '../protocol/schemas.js';
+
+/** Every schema a wire declaration carries, by "<method> params|result". */
+const wireSchemas: Array<[string, object]> = [
+  ...[...WIRE.toDaemon.requests, ...WIRE.toClient.requests].flatMap((r): Array<[string, object]> => [
+    [`${r.method} params`, r.params],
+    [`${r.method} result`, r.result],
+  ]),
+  ...[...WIRE.toDaemon.notifications, ...WIRE.toClient.notifications].map((n): [string, object] => [`${n.method} notification`, n.params]),
+];
 
 const metaCheck = (schema: object): unknown => {
   const ajv = new Ajv({ strict: false, allowUnionTypes: true });
@@ -30,11 +40,11 @@ describe('schemas against the meta-schema', () => {
     expect(metaCheck(SCRIPT_SCHEMA)).toEqual([]);
   });
 
-  it.each(Object.entries(requestSchemas))('the daemon-bound %s schema is well-formed', (_kind, schema) => {
-    expect(metaCheck(schema)).toEqual([]);
+  it('the shared wire definitions (content blocks, session events) are well-formed', () => {
+    expect(metaCheck(SHARED_DEFINITIONS)).toEqual([]);
   });
 
-  it.each(Object.entries(clientInboundSchemas))('the client-bound %s schema is well-formed', (_kind, schema) => {
+  it.each(wireSchemas)('the wire schema of %s is well-formed', (_kind, schema) => {
     expect(metaCheck(schema)).toEqual([]);
   });
 });
