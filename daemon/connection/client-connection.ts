@@ -497,7 +497,17 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
           subscription.dispose();
         }
         const wrong = type.checkResult(result);
-        if (wrong) throw new Error(`the daemon produced an invalid result: ${wrong.message}`);
+        if (wrong) {
+          // A published run this reply would have handed over is released, not held until the
+          // connection closes: its events and end then follow an error the client can act on.
+          const runId = (result as { runId?: unknown } | undefined)?.runId;
+          const held = typeof runId === 'string' ? this.unanswered.get(runId) : undefined;
+          if (held) {
+            this.unanswered.delete(runId as string);
+            held();
+          }
+          throw new Error(`the daemon produced an invalid result: ${wrong.message}`);
+        }
         return result;
       } catch (error) {
         return this.toResponseError(method, error);
