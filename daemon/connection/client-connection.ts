@@ -1,6 +1,11 @@
 /**
  * One client's connection: the guarded reader in front of vscode-jsonrpc, every request handler
  * (validated before it runs), disconnect-to-cancel, and the daemon → client calls its runs make.
+ *
+ * Over 400 lines on purpose: the handlers, the held start replies, the backlog and the calls back
+ * all act on one connection's state (the library connection, the writer's count, the open
+ * requests); split apart, each piece would take that state as arguments and the rules between
+ * them (a start's events wait for its reply; a full backlog pauses the reader) would be spread out.
  */
 import type { Readable, Writable } from 'node:stream';
 import type { Logger } from 'pino';

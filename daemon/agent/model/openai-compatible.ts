@@ -13,6 +13,10 @@
  *   a ceiling on the whole step, retries included;
  * - conversion of the session log to chat messages, with DeepSeek's `reasoning_content` rule
  *   delegated to `deepseek.ts`.
+ *
+ * Over 400 lines on purpose: the retry policy, the two watchdogs and the stream's assembly act on
+ * one request's state and decide together when a step has failed; the message conversion already
+ * lives apart (chat-messages.ts).
  */
 import type OpenAI from 'openai';
 import type {

@@ -10,6 +10,9 @@
  * process is spawned without the request's env, in `config.cwd` or else the system temp dir,
  * since neither is known yet. `release` unbinds a finished session so a process whose agent is
  * declared reusable can take another.
+ *
+ * Over 400 lines on purpose: the handshake, the update stream and the turns share one process's
+ * state and one ordering rule (updates belong to the turn that is open when they arrive).
  */
 import { stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
