@@ -1,0 +1,122 @@
+/**
+ * Run records in a JetStream KV bucket, one key per run (`run.<runId>`), with transitions by
+ * compare-and-set on the key's revision: the fence that keeps two members from both believing
+ * they run the same child. A live view (a KV watch) mirrors every record into memory for the
+ * fair pick, listings and waiters on this member.
+ *
+ * Rules and failures:
+ * - `create` refuses an existing run id; `transition` refuses a stale revision. Both refusals
+ *   are REVISION_CONFLICT: re-read, decide again.
+ * - The bucket keeps a few revisions per key (`history`), so the last transitions of a run can
+ *   be read back; the view holds only the newest.
+ * - The view is eventually consistent: a member may see a record a moment late, never out of
+ *   order for one key. Decisions that must not race go through `transition`.
+ */
+import { Kvm, type KV } from '@nats-io/kv';
+import { SubagentError } from '../../protocol/index.js';
+import type { NatsLink } from './nats-link.js';
+
+export interface Revisioned<T> {
+  readonly record: T;
+  readonly revision: number;
+}
+
+export type RecordListener<T> = (record: T, revision: number) => void;
+
+const KEY_PREFIX = 'run.';
+/** JetStream's "wrong last sequence": the key changed (or exists, for create). */
+const WRONG_LAST_SEQUENCE = 10071;
+
+export class RunRecords<T extends { readonly runId: string }> {
+  private readonly view = new Map<string, Revisioned<T>>();
+  private readonly listeners = new Set<RecordListener<T>>();
+  private stopWatch: (() => void) | undefined;
+
+  private constructor(private readonly kv: KV) {}
+
+  static async open<T extends { readonly runId: string }>(link: NatsLink, bucket: string, history = 5): Promise<RunRecords<T>> {
+    const kv = await new Kvm(link.js).create(bucket, { history, storage: 'file' } as never);
+    const records = new RunRecords<T>(kv);
+    await records.watch();
+    return records;
+  }
+
+  /** Stores a new record; REVISION_CONFLICT if the run id exists. */
+  async create(record: T): Promise<number> {
+    try {
+      const revision = await this.kv.create(KEY_PREFIX + record.runId, JSON.stringify(record));
+      this.observe(record, revision);
+      return revision;
+    } catch (error) {
+      throw conflictOr(error, `run ${record.runId} already has a record`);
+    }
+  }
+
+  async get(runId: string): Promise<Revisioned<T> | undefined> {
+    const entry = await this.kv.get(KEY_PREFIX + runId);
+    if (!entry || entry.operation !== 'PUT') return undefined;
+    return { record: entry.json<T>(), revision: entry.revision };
+  }
+
+  /** Replaces the record if it is still at `expectedRevision`; REVISION_CONFLICT otherwise. */
+  async transition(runId: string, next: T, expectedRevision: number): Promise<number> {
+    try {
+      const revision = await this.kv.update(KEY_PREFIX + runId, JSON.stringify(next), expectedRevision);
+      this.observe(next, revision);
+      return revision;
+    } catch (error) {
+      throw conflictOr(error, `run ${runId} changed since revision ${expectedRevision}`);
+    }
+  }
+
+  /** The newest record of a run as this member has seen it (no round trip). */
+  seen(runId: string): Revisioned<T> | undefined {
+    return this.view.get(runId);
+  }
+
+  /** Every record this member has seen. */
+  all(): IterableIterator<Revisioned<T>> {
+    return this.view.values();
+  }
+
+  onChange(listener: RecordListener<T>): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  close(): void {
+    this.stopWatch?.();
+  }
+
+  private observe(record: T, revision: number): void {
+    const known = this.view.get(record.runId);
+    if (known && known.revision >= revision) return;
+    this.view.set(record.runId, { record, revision });
+    for (const listener of this.listeners) listener(record, revision);
+  }
+
+  /** Starts the watch and resolves once the records stored before it are in the view. */
+  private async watch(): Promise<void> {
+    const stored = (await this.kv.status()).values;
+    const watcher = await this.kv.watch({ key: `${KEY_PREFIX}>` });
+    this.stopWatch = () => watcher.stop();
+    let ready!: () => void;
+    const caughtUp = new Promise<void>((resolve) => (ready = resolve));
+    if (stored === 0) ready();
+    void (async () => {
+      for await (const entry of watcher) {
+        if (entry.operation === 'PUT') this.observe(entry.json<T>(), entry.revision);
+        if (entry.delta === 0) ready();
+      }
+      ready();
+    })();
+    await caughtUp;
+  }
+}
+
+function conflictOr(error: unknown, message: string): unknown {
+  const code = (error as { code?: unknown }).code;
+  const text = error instanceof Error ? error.message : '';
+  if (code === WRONG_LAST_SEQUENCE || /wrong last sequence/i.test(text)) return new SubagentError('REVISION_CONFLICT', message);
+  return error;
+}

@@ -1,0 +1,114 @@
+/**
+ * Hands this member its next run: take a slot ticket from the shared queue (which holds the
+ * cluster-wide cap), then claim a run for it by compare-and-set on the run's record.
+ *
+ * - A fresh ticket claims the queued run `pickFairly` chooses among those this member can run
+ *   (`canRun`: the provider is registered here). Tickets are interchangeable: every submitted run
+ *   adds one, so there are as many tickets as runs to execute, and a ticket is never tied to
+ *   the run that brought it.
+ * - A redelivered ticket (its holder went silent for ack_wait) first looks for the run that
+ *   names it as its lease: that run's member is gone, and this member takes it over (running →
+ *   running, new worker, attempt + 1). A run already settled only needs its ticket acknowledged.
+ * - Losing a claim race (REVISION_CONFLICT) re-reads and picks again; a ticket with nothing this
+ *   member can run goes back to the queue after a short delay, for another member.
+ */
+import { SubagentError } from '../../protocol/index.js';
+import type { ClusterRun, WorkerRef } from './cluster-run.js';
+import { pickFairly } from './fair-pick.js';
+import type { RunRecords } from './run-records.js';
+import type { Lease, SlotQueue } from './slot-queue.js';
+
+export interface Claim {
+  readonly run: ClusterRun;
+  readonly revision: number;
+  readonly lease: Lease;
+  /** The run was executing on a member that went silent: resume it, do not start it afresh. */
+  readonly takeover: boolean;
+}
+
+/** How long a ticket with nothing to claim stays away before it is offered again. */
+const GIVE_BACK_MS = 100;
+/** How long one pull waits for a ticket before checking the abort signal again. */
+const PULL_WAIT_MS = 1000;
+
+export class ClusterScheduler {
+  constructor(
+    readonly records: RunRecords<ClusterRun>,
+    readonly queue: SlotQueue,
+    readonly worker: WorkerRef,
+  ) {}
+
+  /** Stores the run's record (queued), then its ticket: a ticket never precedes its record. */
+  async submit(run: ClusterRun): Promise<number> {
+    const revision = await this.records.create(run);
+    await this.queue.enqueue(run.runId);
+    return revision;
+  }
+
+  /** The next run for this member, or undefined once `signal` aborts. */
+  async next(signal: AbortSignal, canRun: (run: ClusterRun) => boolean = () => true): Promise<Claim | undefined> {
+    while (!signal.aborted) {
+      const lease = await this.queue.take(PULL_WAIT_MS).catch(() => undefined);
+      if (!lease) continue;
+      if (signal.aborted) {
+        lease.nak();
+        return undefined;
+      }
+      const claim = await this.claimFor(lease, canRun).catch(() => undefined);
+      if (claim) return claim;
+    }
+    return undefined;
+  }
+
+  private async claimFor(lease: Lease, canRun: (run: ClusterRun) => boolean): Promise<Claim | undefined> {
+    if (lease.deliveries > 1) {
+      const orphan = this.orphanOf(lease.seq);
+      if (orphan) {
+        const current = await this.records.get(orphan.runId);
+        if (current && current.record.state !== 'running') {
+          await lease.ack(); // it ended; only its ticket was left behind
+          return undefined;
+        }
+        if (current && current.record.lease === lease.seq) {
+          if (!canRun(current.record)) return giveBack(lease);
+          const run: ClusterRun = { ...current.record, worker: this.worker, attempt: current.record.attempt + 1, claimedAt: new Date().toISOString() };
+          const revision = await this.records.transition(run.runId, run, current.revision).catch(() => undefined);
+          return revision === undefined ? giveBack(lease) : { run, revision, lease, takeover: true };
+        }
+      }
+    }
+    for (let attempt = 0; attempt < 8; attempt++) {
+      const picked = pickFairly(this.queued(canRun));
+      if (!picked) break;
+      const seen = this.records.seen(picked.runId)!;
+      const run: ClusterRun = { ...picked, state: 'running', worker: this.worker, lease: lease.seq, attempt: 1, claimedAt: new Date().toISOString() };
+      try {
+        const revision = await this.records.transition(run.runId, run, seen.revision);
+        return { run, revision, lease, takeover: false };
+      } catch (error) {
+        if (!(error instanceof SubagentError && error.code === 'REVISION_CONFLICT')) throw error;
+        await this.records.get(picked.runId); // someone else claimed it; the view catches up
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+    }
+    return giveBack(lease);
+  }
+
+  /** Queued runs this member can run, plus every running one (fairness counts what executes). */
+  private *queued(canRun: (run: ClusterRun) => boolean): Generator<ClusterRun> {
+    for (const { record } of this.records.all()) {
+      if (record.state === 'running' || (record.state === 'queued' && canRun(record))) yield record;
+      else if (record.claimedAt !== undefined) yield record;
+    }
+  }
+
+  private orphanOf(seq: number): ClusterRun | undefined {
+    for (const { record } of this.records.all()) if (record.lease === seq && record.state === 'running') return record;
+    return undefined;
+  }
+}
+
+function giveBack(lease: Lease): undefined {
+  lease.nak(GIVE_BACK_MS);
+  return undefined;
+}

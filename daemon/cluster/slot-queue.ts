@@ -1,0 +1,193 @@
+/**
+ * The cluster's admission queue: a JetStream work-queue stream of slot tickets, one per admitted
+ * run, and one durable pull consumer shared by every member. The consumer's `max_ack_pending`
+ * is the cluster-wide cap: the server hands out at most that many unacknowledged tickets, so at
+ * most that many runs execute at once across all members. A ticket is a lease: its holder
+ * heartbeats it (`+WPI`, JetStream's "working") every ack_wait/3 and acknowledges it when the
+ * run ends; a holder that dies stops heartbeating, and after ack_wait the server redelivers the
+ * ticket to another member (which then takes the run over, see scheduler.ts).
+ *
+ * Tickets are pulled with the raw JetStream pull API (`$JS.API.CONSUMER.MSG.NEXT`, batch 1),
+ * which allows a short wait and `no_wait`; the 3.x client's `fetch` needs expiry >= 1 s.
+ *
+ * Rules and failures:
+ * - `open` creates the stream and consumer, or updates the consumer's cap and ack_wait to this
+ *   member's config (all members of a pool must agree; the last to start wins).
+ * - A lease knows when it has lapsed: a heartbeat counts only once a round trip to the server
+ *   confirmed it (flush), and `onLapse` fires when the last confirmed one is older than
+ *   ack_wait minus half a heartbeat period: before the server can hand the ticket to anyone else.
+ */
+import { AckPolicy, DeliverPolicy, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
+import { nanos, type Msg } from '@nats-io/transport-node';
+import type { NatsLink } from './nats-link.js';
+import type { ClusterNames } from './names.js';
+
+export interface SlotQueueOptions {
+  /** Runs executing at once across the cluster (limits.maxConcurrentRuns). */
+  readonly cap: number;
+  /** The lease: how long a silent holder keeps its ticket (default 15 s). */
+  readonly ackWaitMs: number;
+}
+
+export const DEFAULT_ACK_WAIT_MS = 15_000;
+
+export class SlotQueue {
+  private constructor(
+    private readonly link: NatsLink,
+    private readonly names: ClusterNames,
+    readonly options: SlotQueueOptions,
+  ) {}
+
+  static async open(link: NatsLink, names: ClusterNames, options: SlotQueueOptions): Promise<SlotQueue> {
+    await ensureQueue(link.jsm, names, options);
+    return new SlotQueue(link, names, options);
+  }
+
+  /** Puts one ticket in the queue; the run id de-duplicates a retried publish. */
+  async enqueue(runId: string): Promise<number> {
+    const ack = await this.link.js.publish(this.names.queueSubject, JSON.stringify({ runId }), { msgID: runId });
+    return ack.seq;
+  }
+
+  /**
+   * The next ticket, waiting up to `waitMs` (0: only one already free), or undefined. The server
+   * gives none while `cap` tickets are out, which is what makes the cap hold.
+   */
+  async take(waitMs: number): Promise<Lease | undefined> {
+    const { nc } = this.link;
+    const api = `$JS.API.CONSUMER.MSG.NEXT.${this.names.queueStream}.${this.names.slotsConsumer}`;
+    const request = waitMs > 0 ? { batch: 1, expires: nanos(waitMs) } : { batch: 1, no_wait: true };
+    // noMux: a pulled message arrives under its own subject, not the inbox the muxer matches on.
+    const msg = await nc.request(api, JSON.stringify(request), { timeout: waitMs + 5000, noMux: true });
+    // 404 (no messages), 408 (expired), 409 (limits): status-only replies, no ticket.
+    if (msg.headers?.hasError || msg.headers?.code || !msg.reply) return undefined;
+    return new Lease(this.link, msg, this.options.ackWaitMs);
+  }
+
+  /** Tickets out and waiting, as the server counts them (for status and tests). */
+  async depth(): Promise<{ leased: number; waiting: number }> {
+    const info = await this.link.jsm.consumers.info(this.names.queueStream, this.names.slotsConsumer);
+    return { leased: info.num_ack_pending, waiting: info.num_pending };
+  }
+}
+
+async function ensureQueue(jsm: JetStreamManager, names: ClusterNames, options: SlotQueueOptions): Promise<void> {
+  try {
+    await jsm.streams.info(names.queueStream);
+  } catch {
+    await jsm.streams
+      .add({
+        name: names.queueStream,
+        subjects: [names.queueSubject],
+        retention: RetentionPolicy.Workqueue,
+        storage: StorageType.File,
+        duplicate_window: nanos(120_000),
+      })
+      .catch(async (error: unknown) => {
+        // Another member created it between our look and our add.
+        await jsm.streams.info(names.queueStream).catch(() => Promise.reject(error));
+      });
+  }
+  const config = {
+    durable_name: names.slotsConsumer,
+    ack_policy: AckPolicy.Explicit,
+    deliver_policy: DeliverPolicy.All,
+    ack_wait: nanos(options.ackWaitMs),
+    max_ack_pending: options.cap,
+    max_deliver: -1,
+    max_waiting: 4096,
+  };
+  try {
+    await jsm.consumers.info(names.queueStream, names.slotsConsumer);
+    await jsm.consumers.update(names.queueStream, names.slotsConsumer, { ack_wait: config.ack_wait, max_ack_pending: config.max_ack_pending });
+  } catch {
+    await jsm.consumers.add(names.queueStream, config).catch(async (error: unknown) => {
+      await jsm.consumers.info(names.queueStream, names.slotsConsumer).catch(() => Promise.reject(error));
+    });
+  }
+}
+
+/** `$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<ts>.<pending>` (and a v2 form with domain and hash). */
+function parseAckSubject(reply: string): { deliveries: number; seq: number } {
+  const parts = reply.split('.');
+  const at = parts.length >= 12 ? 4 : 0; // v2 subjects carry domain and account hash first
+  return { deliveries: Number(parts[at + 4]), seq: Number(parts[at + 5]) };
+}
+
+export class Lease {
+  /** The ticket's stream sequence: the same across redeliveries, so a run can name its lease. */
+  readonly seq: number;
+  /** 1 for a fresh ticket; more when the server redelivered it (its holder went silent). */
+  readonly deliveries: number;
+  readonly runId: string | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private confirmedAt: number;
+  private done = false;
+
+  constructor(
+    private readonly link: NatsLink,
+    private readonly msg: Msg,
+    readonly ackWaitMs: number,
+  ) {
+    const { deliveries, seq } = parseAckSubject(msg.reply!);
+    this.seq = seq;
+    this.deliveries = deliveries;
+    this.confirmedAt = Date.now();
+    try {
+      this.runId = (msg.json() as { runId?: string }).runId;
+    } catch {
+      this.runId = undefined;
+    }
+  }
+
+  get heartbeatMs(): number {
+    return Math.max(50, Math.floor(this.ackWaitMs / 3));
+  }
+
+  /**
+   * Heartbeats every ack_wait/3 until ack, nak or stop. `onLapse` fires once when no heartbeat
+   * was confirmed for ack_wait minus half a period: the lease is lost, stop the work now.
+   */
+  keepAlive(onLapse: () => void): void {
+    const tick = (): void => {
+      if (this.done) return;
+      if (Date.now() - this.confirmedAt > this.ackWaitMs - this.heartbeatMs / 2) {
+        this.stop();
+        onLapse();
+        return;
+      }
+      const sentAt = Date.now();
+      try {
+        this.msg.respond('+WPI');
+        this.link.nc.flush().then(
+          () => (this.confirmedAt = Math.max(this.confirmedAt, sentAt)),
+          () => undefined,
+        );
+      } catch {
+        // offline: the next tick checks the lapse
+      }
+      this.timer = setTimeout(tick, this.heartbeatMs);
+      this.timer.unref();
+    };
+    this.timer = setTimeout(tick, this.heartbeatMs);
+    this.timer.unref();
+  }
+
+  /** The run is over: the ticket leaves the queue (confirmed by the server). */
+  async ack(): Promise<void> {
+    this.stop();
+    await this.link.nc.request(this.msg.reply!, '+ACK', { timeout: 5000 });
+  }
+
+  /** Give the ticket back for someone else (or this member) after `delayMs`. */
+  nak(delayMs = 0): void {
+    this.stop();
+    this.msg.respond(delayMs > 0 ? `-NAK ${JSON.stringify({ delay: nanos(delayMs) })}` : '-NAK');
+  }
+
+  /** Stop heartbeating without answering: the server redelivers after ack_wait. */
+  stop(): void {
+    this.done = true;
+    clearTimeout(this.timer);
+  }
+}
