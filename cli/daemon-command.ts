@@ -3,9 +3,11 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { createBuiltinProviders } from '../daemon/builtin-providers.js';
 import { ConfigError } from '../daemon/config.js';
+import { Cluster } from '../daemon/cluster/cluster.js';
 import { createDaemon } from '../daemon/daemon.js';
 import { DaemonSettings } from '../daemon/ops/reload.js';
 import { Delegation } from '../daemon/service/delegation.js';
+import { DEFAULT_ADMISSION_LIMITS } from '../daemon/service/admission-queue.js';
 import { createLogger } from '../daemon/ops/logger.js';
 import { stateFiles } from '../daemon/ops/paths.js';
 import { installProcessGuards } from '../daemon/ops/process-guards.js';
@@ -69,10 +71,36 @@ export async function daemonCommand(argv: string[]): Promise<number> {
     forkProvider!,
     ...(await loadProviderModules(settings.config.providerModules ?? [], { stateDir: settings.stateDir, config: settings.config, log })),
   ];
+  const admission = {
+    ...settings.config.limits,
+    ...(values['max-runs'] !== undefined && { maxConcurrentRuns: positiveInt(values['max-runs'], '--max-runs') }),
+    ...(values['max-runs-per-connection'] !== undefined && {
+      maxRunsPerConnection: positiveInt(values['max-runs-per-connection'], '--max-runs-per-connection'),
+    }),
+  };
+  // Cluster mode: starts go to the shared queue on NATS and this member executes runs from it.
+  // Unreachable NATS is fatal here, before the state dir is locked: the daemon never half-joins.
+  const natsUrl = (values['nats'] as string | undefined) ?? process.env['SUBAGENTD_NATS'] ?? settings.config.cluster?.nats;
+  const cluster =
+    natsUrl === undefined
+      ? undefined
+      : await Cluster.join(
+          {
+            url: natsUrl,
+            cap: admission.maxConcurrentRuns ?? DEFAULT_ADMISSION_LIMITS.maxConcurrentRuns,
+            sessionsDir: stateFiles(settings.stateDir).sessions,
+            log,
+            ...(settings.config.cluster?.ackWaitMs !== undefined && { ackWaitMs: settings.config.cluster.ackWaitMs }),
+            ...(settings.config.cluster?.slots !== undefined && { slots: settings.config.cluster.slots }),
+            ...(settings.config.cluster?.prefix !== undefined && { prefix: settings.config.cluster.prefix }),
+            ...(settings.config.limits?.maxOutputBytes !== undefined && { maxOutputBytes: settings.config.limits.maxOutputBytes }),
+          },
+          providers,
+        );
   const daemon = createDaemon({
     ...(delegation && { delegation }),
     stateDir: settings.stateDir,
-    providers,
+    providers: cluster ? cluster.wrap(providers) : providers,
     log,
     faults,
     requireToken: settings.config.requireToken ?? true,
@@ -80,13 +108,7 @@ export async function daemonCommand(argv: string[]): Promise<number> {
     ...(settings.config.sessionRetentionDays !== undefined && { sessionRetentionDays: settings.config.sessionRetentionDays }),
     ...(settings.config.limits?.maxOutputBytes !== undefined && { maxOutputBytes: settings.config.limits.maxOutputBytes }),
     ...(settings.config.retention !== undefined && { retention: settings.config.retention }),
-    admission: {
-      ...settings.config.limits,
-      ...(values['max-runs'] !== undefined && { maxConcurrentRuns: positiveInt(values['max-runs'], '--max-runs') }),
-      ...(values['max-runs-per-connection'] !== undefined && {
-        maxRunsPerConnection: positiveInt(values['max-runs-per-connection'], '--max-runs-per-connection'),
-      }),
-    },
+    admission,
     ...(settings.config.maxFrameBytes !== undefined && { frameLimits: { maxFrameBytes: settings.config.maxFrameBytes } }),
     ...(settings.config.maxConnections !== undefined && { maxConnections: settings.config.maxConnections }),
     ...(settings.config.maxUnsentBytes !== undefined && { maxUnsentBytes: settings.config.maxUnsentBytes }),
@@ -134,12 +156,19 @@ export async function daemonCommand(argv: string[]): Promise<number> {
   } catch (error) {
     // Half-started: release the socket, the lock and the log before reporting.
     await daemon.close();
+    await cluster?.close();
     throw error;
+  }
+  if (cluster) {
+    cluster.start();
+    process.stderr.write(`subagentd member ${cluster.worker.id} joined the cluster at ${natsUrl}\n`);
   }
   const idleSeconds = values['idle-timeout'];
   const idleMs = idleSeconds !== undefined ? positiveInt(idleSeconds, '--idle-timeout') * 1000 : settings.config.idleTimeoutMs;
   if (idleMs !== undefined) daemon.exitWhenIdle(idleMs);
   await daemon.whenClosed;
+  // After the service disposed this member's runs (their executors were told over NATS).
+  await cluster?.close().catch((error: unknown) => log.warn({ err: error }, 'cluster: leaving failed'));
   if (scratch) rmSync(scratch, { recursive: true, force: true });
   // Closed: socket, lock and log are released. Whatever still holds the event loop (a peer's
   // half-closed socket, a provider's stray timer) must not keep the process alive, because

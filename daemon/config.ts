@@ -61,6 +61,13 @@ export interface DaemonConfig {
     readonly maxConnections?: number;
     readonly authTimeoutMs?: number;
   };
+  /**
+   * Join a pool of daemons on a NATS JetStream server (docs/cluster.md): `nats` is its URL,
+   * `ackWaitMs` the lease after which a silent member's runs move (default 15 s), `slots` the runs
+   * this member executes at once (default limits.maxConcurrentRuns, which is cluster-wide),
+   * `prefix` the pool's stream and bucket names (default `subagentd`).
+   */
+  readonly cluster?: { readonly nats: string; readonly ackWaitMs?: number; readonly slots?: number; readonly prefix?: string };
   /** Stored runs and session logs kept, by age in days and by count (defaults in store/run-retention.ts). */
   readonly retention?: {
     readonly runs?: { readonly maxAgeDays?: number; readonly maxCount?: number };
@@ -149,6 +156,17 @@ const schema = {
       type: 'object',
       additionalProperties: false,
       properties: { runs: retentionLimits, sessions: retentionLimits },
+    },
+    cluster: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['nats'],
+      properties: {
+        nats: { type: 'string', pattern: '^(nats|tls)://' },
+        ackWaitMs: { type: 'integer', minimum: 100, maximum: 3_600_000 },
+        slots: { type: 'integer', minimum: 0 },
+        prefix: { type: 'string', pattern: '^[A-Za-z0-9_-]+$' },
+      },
     },
     tcp: {
       type: 'object',

@@ -57,10 +57,9 @@ function queuedRun(owner: string): ClusterRun {
     owner,
     ownerMember: 'm0',
     provider: 'spawn',
-    tokenHash: '0'.repeat(64),
     state: 'queued',
     queuedAt: new Date().toISOString(),
-    request: { provider: 'spawn', prompt: [{ type: 'text', text: `task ${serial}` }], parent: { sessionId: 's', cwd: '/' } },
+    request: { prompt: [{ type: 'text', text: `task ${serial}` }], parent: { sessionId: 's', cwd: '/' }, childDepth: 1 },
     attempt: 0,
   };
 }

@@ -3,7 +3,11 @@
  * moves queued → running → settled → disposed, each step a compare-and-set; a takeover after a
  * member's death is running → running with a new worker, a new attempt and the same lease.
  */
-import type { StartParams, SubagentResult } from '../../protocol/index.js';
+import type { SubagentErrorCode, SubagentResult } from '../../protocol/index.js';
+import type { ProviderStartRequest } from '../provider.js';
+
+/** A start request as it travels: everything but what lives only in the submitting process. */
+export type QueuedStart = Omit<ProviderStartRequest, 'signal' | 'host' | 'report'>;
 
 /** The member executing a run: `pid` is that daemon's own process. */
 export interface WorkerRef {
@@ -21,12 +25,10 @@ export interface ClusterRun {
   /** The member whose client submitted the run: its notifications go there. */
   readonly ownerMember: string;
   readonly provider: string;
-  /** sha256 of the run token: any member checks ownership with it. */
-  readonly tokenHash: string;
   readonly state: ClusterRunState;
   readonly queuedAt: string;
   /** The start request as submitted, for whichever member executes it. */
-  readonly request: StartParams;
+  readonly request: QueuedStart;
   /** 0 while queued, 1 for the first execution, one more per takeover. */
   readonly attempt: number;
   readonly worker?: WorkerRef;
@@ -38,4 +40,6 @@ export interface ClusterRun {
   readonly startedAt?: string;
   readonly settledAt?: string;
   readonly result?: SubagentResult;
+  /** Set when the start failed (the child never existed): the submitter's start rejects with it. */
+  readonly startError?: { readonly code: SubagentErrorCode; readonly message: string };
 }

@@ -24,6 +24,8 @@ export interface Claim {
   readonly lease: Lease;
   /** The run was executing on a member that went silent: resume it, do not start it afresh. */
   readonly takeover: boolean;
+  /** For a takeover: the member that went silent. */
+  readonly previous?: WorkerRef;
 }
 
 /** How long a ticket with nothing to claim stays away before it is offered again. */
@@ -61,6 +63,10 @@ export class ClusterScheduler {
   }
 
   private async claimFor(lease: Lease, canRun: (run: ClusterRun) => boolean): Promise<Claim | undefined> {
+    if (lease.runId !== undefined && (await this.surplus(lease.runId))) {
+      await lease.ack();
+      return undefined;
+    }
     if (lease.deliveries > 1) {
       const orphan = this.orphanOf(lease.seq);
       if (orphan) {
@@ -73,7 +79,8 @@ export class ClusterScheduler {
           if (!canRun(current.record)) return giveBack(lease);
           const run: ClusterRun = { ...current.record, worker: this.worker, attempt: current.record.attempt + 1, claimedAt: new Date().toISOString() };
           const revision = await this.records.transition(run.runId, run, current.revision).catch(() => undefined);
-          return revision === undefined ? giveBack(lease) : { run, revision, lease, takeover: true };
+          if (revision === undefined) return giveBack(lease);
+          return { run, revision, lease, takeover: true, ...(current.record.worker && { previous: current.record.worker }) };
         }
       }
     }
@@ -100,6 +107,14 @@ export class ClusterScheduler {
       if (record.state === 'running' || (record.state === 'queued' && canRun(record))) yield record;
       else if (record.claimedAt !== undefined) yield record;
     }
+  }
+
+  /** The ticket's own run was cancelled while queued (it ended unclaimed): one ticket too many. */
+  private async surplus(runId: string): Promise<boolean> {
+    const seen = this.records.seen(runId)?.record;
+    if (!seen || seen.state === 'queued' || seen.state === 'running' || seen.lease !== undefined) return false;
+    const current = (await this.records.get(runId))?.record;
+    return current !== undefined && (current.state === 'settled' || current.state === 'disposed') && current.lease === undefined;
   }
 
   private orphanOf(seq: number): ClusterRun | undefined {

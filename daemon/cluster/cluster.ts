@@ -1,0 +1,118 @@
+/**
+ * A member of a cluster: this daemon joined to the pool on a NATS server (`daemon --nats URL`).
+ * `join` connects (CLUSTER_UNAVAILABLE, naming the URL, when it cannot), creates or opens the
+ * queue, the run records and the session stream, and wraps the daemon's providers so starts go
+ * to the shared queue (cluster-provider.ts); `start` begins executing runs from the queue
+ * (cluster-worker.ts); `close` lets go of what executes here (another member continues it) and
+ * disconnects.
+ */
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { DaemonProvider } from '../provider.js';
+import { clusterProvider, type FrontContext } from './cluster-provider.js';
+import type { ClusterRun, WorkerRef } from './cluster-run.js';
+import { ClusterWorker } from './cluster-worker.js';
+import { MemberRelay } from './member-relay.js';
+import { NatsLink } from './nats-link.js';
+import { clusterNames, type ClusterNames } from './names.js';
+import { RunRecords } from './run-records.js';
+import { ClusterScheduler } from './scheduler.js';
+import { SessionEvents } from './session-events.js';
+import { DEFAULT_ACK_WAIT_MS, SlotQueue } from './slot-queue.js';
+
+export interface ClusterOptions {
+  /** `nats://host:port` of the shared server. */
+  readonly url: string;
+  /** limits.maxConcurrentRuns: the cap across every member. */
+  readonly cap: number;
+  /** The lease; a silent member's runs move after it (default 15 s). */
+  readonly ackWaitMs?: number;
+  /** Runs this member executes at once (default: the cap). */
+  readonly slots?: number;
+  /** Names of the streams and bucket (default `subagentd`); members of one pool share it. */
+  readonly prefix?: string;
+  readonly sessionsDir: string;
+  readonly log: Logger;
+  readonly maxOutputBytes?: number;
+  /** This member's id (default: a fresh random one, like a daemon epoch). */
+  readonly memberId?: string;
+}
+
+export class Cluster {
+  private constructor(
+    readonly worker: WorkerRef,
+    readonly link: NatsLink,
+    readonly names: ClusterNames,
+    readonly scheduler: ClusterScheduler,
+    private readonly relay: MemberRelay,
+    private readonly executor: ClusterWorker,
+    private readonly front: FrontContext,
+    private readonly stopFollowing: () => void,
+  ) {}
+
+  static async join(options: ClusterOptions, providers: readonly DaemonProvider[]): Promise<Cluster> {
+    const worker: WorkerRef = { id: options.memberId ?? randomBytes(9).toString('base64url'), host: hostname(), pid: process.pid };
+    const link = await NatsLink.open(options.url, { name: `subagentd ${worker.id}` });
+    try {
+      const names = clusterNames(options.prefix);
+      const records = await RunRecords.open<ClusterRun>(link, names.recordsBucket);
+      const queue = await SlotQueue.open(link, names, { cap: options.cap, ackWaitMs: options.ackWaitMs ?? DEFAULT_ACK_WAIT_MS });
+      const sessions = await SessionEvents.open(link, names);
+      const scheduler = new ClusterScheduler(records, queue, worker);
+      const relay = new MemberRelay(link, names, worker.id);
+      const followers = new Map<string, Set<(record: ClusterRun) => void>>();
+      const stopFollowing = records.onChange((record) => {
+        for (const listener of followers.get(record.runId) ?? []) listener(record);
+      });
+      const front: FrontContext = {
+        link,
+        names,
+        scheduler,
+        relay,
+        follow(runId, listener) {
+          let set = followers.get(runId);
+          if (!set) followers.set(runId, (set = new Set()));
+          set.add(listener);
+          return () => {
+            set.delete(listener);
+            if (set.size === 0) followers.delete(runId);
+          };
+        },
+      };
+      const executor = new ClusterWorker(link, names, scheduler, relay, sessions, new Map(providers.map((p) => [p.name, p])), {
+        slots: options.slots ?? options.cap,
+        sessionsDir: options.sessionsDir,
+        log: options.log.child({ cluster: worker.id }),
+        ...(options.maxOutputBytes !== undefined && { maxOutputBytes: options.maxOutputBytes }),
+      });
+      link.onChange((online) => options.log[online ? 'info' : 'warn']({ url: options.url }, online ? 'cluster: NATS reconnected' : 'cluster: NATS connection lost; refusing new runs until it is back'));
+      return new Cluster(worker, link, names, scheduler, relay, executor, front, stopFollowing);
+    } catch (error) {
+      await link.close();
+      throw error;
+    }
+  }
+
+  /** The daemon's providers as the service should register them: starts go to the queue. */
+  wrap(providers: readonly DaemonProvider[]): DaemonProvider[] {
+    return providers.map((provider) => clusterProvider(provider, this.front));
+  }
+
+  /** Begin executing runs from the shared queue. */
+  start(): void {
+    this.executor.start();
+  }
+
+  get executing(): number {
+    return this.executor.busy;
+  }
+
+  async close(): Promise<void> {
+    await this.executor.close();
+    this.stopFollowing();
+    this.relay.close();
+    this.scheduler.records.close();
+    await this.link.close();
+  }
+}

@@ -1,0 +1,204 @@
+/**
+ * Several real daemons (the built CLI) on one real nats-server form one pool: the cap held
+ * cluster-wide from the daemons' own records, runs submitted through one member executed by the
+ * others, kill -9 of the executing member with the run completed elsewhere, a run whose provider
+ * cannot migrate ending `error` saying so, NATS unreachable at start, and NATS lost while running.
+ */
+import { spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { SubagentResult } from '../protocol/index.js';
+import type { ClusterRun } from '../daemon/cluster/cluster-run.js';
+import { clusterNames } from '../daemon/cluster/names.js';
+import { NatsLink } from '../daemon/cluster/nats-link.js';
+import { RunRecords } from '../daemon/cluster/run-records.js';
+import { CLI, makeTempDir, startDaemon, type DaemonProcess } from './support/daemon-process.js';
+import { ClientPool } from './support/e2e-daemon.js';
+import { startNatsServer, type NatsServer } from './support/nats-server.js';
+import { freePort } from './support/wire-peers.js';
+import { rmSync } from 'node:fs';
+
+let server: NatsServer;
+let dir: string;
+const daemons: DaemonProcess[] = [];
+const clients = new ClientPool();
+const links: NatsLink[] = [];
+
+beforeEach(async () => {
+  server = await startNatsServer();
+  dir = makeTempDir('subagentd-cluster-');
+});
+
+afterEach(async () => {
+  await clients.closeAll();
+  for (const link of links.splice(0)) await link.close().catch(() => undefined);
+  await Promise.allSettled(daemons.splice(0).map((d) => d.stop()));
+  await server.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** A scripted model: each child takes one step of `delayMs` with a tool call, then answers "done". */
+function script(delayMs: number): string {
+  const path = join(dir, `script-${delayMs}.json`);
+  writeFileSync(path, JSON.stringify({ steps: [{ text: 'working', delayMs, toolCalls: [{ name: 'list_directory', arguments: { path: '.' } }] }, { text: 'done' }] }));
+  return path;
+}
+
+function member(options: { cap: number; delayMs: number; slots?: number; ackWaitMs?: number }): Promise<DaemonProcess> {
+  return startDaemon(
+    {
+      model: { default: `scripted:${script(options.delayMs)}` },
+      limits: { maxConcurrentRuns: options.cap },
+      cluster: { nats: server.url, ackWaitMs: options.ackWaitMs ?? 1000, ...(options.slots !== undefined && { slots: options.slots }) },
+    },
+    [],
+  ).then((d) => (daemons.push(d), d));
+}
+
+async function records(): Promise<RunRecords<ClusterRun>> {
+  const link = await NatsLink.open(server.url, { name: 'test-observer' });
+  links.push(link);
+  const opened = await RunRecords.open<ClusterRun>(link, clusterNames().recordsBucket);
+  return opened;
+}
+
+const parent = { sessionId: 'cluster-test', cwd: process.cwd() };
+
+describe('a pool of daemons on one nats-server', () => {
+  it('two daemons run 100 runs from 5 clients; the cluster-wide cap is never exceeded and both members execute', async () => {
+    const cap = 3;
+    // Each member would run 3 at once on its own: 6 without the shared cap.
+    const a = await member({ cap, delayMs: 40 });
+    const b = await member({ cap, delayMs: 40 });
+    const sockets = [a.socket, a.socket, a.socket, b.socket, b.socket];
+    const services = await Promise.all(sockets.map((socket) => clients.connect(socket)));
+    const results = await Promise.all(
+      services.flatMap((service, client) =>
+        Array.from({ length: 20 }, async () => {
+          const run = await service.start('spawn', { prompt: [{ type: 'text', text: 'go' }], parent: { ...parent, sessionId: `client-${client}` }, signal: AbortSignal.timeout(60_000) });
+          const result = await run.result;
+          await run.dispose();
+          return { runId: run.id, result };
+        }),
+      ),
+    );
+    expect(results).toHaveLength(100);
+    for (const { result } of results) expect(result).toMatchObject({ stopReason: 'completed', output: [{ type: 'text', text: 'done' }] });
+
+    const store = await records();
+    const ids = new Set(results.map((r) => r.runId));
+    const mine = [...store.all()].map((r) => r.record).filter((r) => ids.has(r.runId));
+    expect(mine).toHaveLength(100);
+    // Running intervals from the records the members wrote: claimed → settled.
+    const edges = mine.flatMap((r) => [
+      { at: Date.parse(r.claimedAt!), d: 1 },
+      { at: Date.parse(r.settledAt!), d: -1 },
+    ]);
+    edges.sort((x, y) => x.at - y.at || x.d - y.d); // an end and a start at the same ms: the end first
+    let running = 0;
+    let peak = 0;
+    for (const edge of edges) peak = Math.max(peak, (running += edge.d));
+    expect(peak).toBeLessThanOrEqual(cap);
+    expect(peak).toBeGreaterThan(1);
+    const workers = new Set(mine.map((r) => r.worker!.id));
+    expect(workers.size).toBe(2);
+    // Work spreads: runs submitted through one member were executed by the other.
+    expect(mine.some((r) => r.ownerMember !== r.worker!.id)).toBe(true);
+    expect(mine.every((r) => r.state === 'disposed' && r.attempt === 1)).toBe(true);
+  }, 90_000);
+
+  it('kill -9 of the executing member: after the lease another member resumes the spawn run and the owner gets its real outcome', async () => {
+    // The client's member executes nothing: the run must live elsewhere.
+    const front = await member({ cap: 2, delayMs: 2500, slots: 0 });
+    const doomed = await member({ cap: 2, delayMs: 2500 });
+    const store = await records();
+    const service = await clients.connect(front.socket);
+    const run = await service.start('spawn', { prompt: [{ type: 'text', text: 'go' }], parent, signal: AbortSignal.timeout(60_000) });
+    const runId = run.id;
+    await waitUntil(() => store.seen(runId)?.record.childId !== undefined, 10_000);
+    const first = store.seen(runId)!.record;
+    expect(first.worker?.pid).toBe(doomed.proc.pid);
+    // Mid-step: the model's first answer takes 2.5 s.
+    doomed.proc.kill('SIGKILL');
+    const killedAt = Date.now();
+    const heir = await member({ cap: 2, delayMs: 200 });
+    const result: SubagentResult = await run.result;
+    const failoverMs = Date.now() - killedAt;
+    expect(result).toMatchObject({ stopReason: 'completed', output: [{ type: 'text', text: 'done' }] });
+    const final = (await store.get(runId))!.record;
+    expect(final.worker?.pid).toBe(heir.proc.pid);
+    expect(final.attempt).toBe(2);
+    expect(final.childId).toBe(first.childId);
+    expect(failoverMs).toBeGreaterThan(0);
+    await run.dispose();
+  }, 60_000);
+
+  it('a run whose provider cannot restore its child does not migrate: it ends error, saying so', async () => {
+    const front = await member({ cap: 2, delayMs: 100, slots: 0 });
+    const doomed = await member({ cap: 2, delayMs: 100 });
+    const store = await records();
+    const service = await clients.connect(front.socket);
+    const run = await service.start('echo', { prompt: [{ type: 'text', text: 'hang' }], parent, signal: AbortSignal.timeout(60_000) });
+    const runId = run.id;
+    await waitUntil(() => store.seen(runId)?.record.childId !== undefined, 10_000);
+    doomed.proc.kill('SIGKILL');
+    await member({ cap: 2, delayMs: 100 });
+    const result = await run.result;
+    expect(result.stopReason).toBe('error');
+    expect(result.diagnostic).toMatch(/cannot migrate/);
+    expect(result.diagnostic).toContain(String(doomed.proc.pid));
+  }, 60_000);
+
+  it('NATS unreachable at start: the daemon says so and exits non-zero', async () => {
+    const port = await freePort();
+    const child = spawn(process.execPath, [CLI, 'daemon', '--socket', join(dir, 'd.sock'), '--state-dir', join(dir, 'state'), '--nats', `nats://127.0.0.1:${port}`], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+      env: { PATH: process.env['PATH'] ?? '', HOME: dir },
+    });
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+    expect(code).toBe(1);
+    expect(stderr).toContain(`cannot reach the cluster's NATS server at nats://127.0.0.1:${port}`);
+  }, 30_000);
+
+  it('NATS lost while running: the member keeps its running child, refuses new runs with CLUSTER_UNAVAILABLE, and takes them again after reconnecting', async () => {
+    const a = await member({ cap: 2, delayMs: 1500, ackWaitMs: 15_000 });
+    const service = await clients.connect(a.socket);
+    const store = await records();
+    const running = await service.start('spawn', { prompt: [{ type: 'text', text: 'go' }], parent, signal: AbortSignal.timeout(60_000) });
+    const runId = running.id;
+    await waitUntil(() => store.seen(runId)?.record.childId !== undefined, 10_000);
+    await server.halt();
+    const refused = await service
+      .start('spawn', { prompt: [{ type: 'text', text: 'go' }], parent, signal: AbortSignal.timeout(10_000) })
+      .catch((error: unknown) => error);
+    expect(refused).toMatchObject({ code: 'CLUSTER_UNAVAILABLE' });
+    await server.restart();
+    // The child ran on through the outage (well inside its lease) and its outcome was recorded.
+    expect(await running.result).toMatchObject({ stopReason: 'completed', output: [{ type: 'text', text: 'done' }] });
+    const again = await startWhenOnline(() => service.start('spawn', { prompt: [{ type: 'text', text: 'go' }], parent, signal: AbortSignal.timeout(30_000) }));
+    expect(await again.result).toMatchObject({ stopReason: 'completed' });
+  }, 60_000);
+});
+
+async function startWhenOnline<T>(start: () => Promise<T>): Promise<T> {
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    try {
+      return await start();
+    } catch (error) {
+      if ((error as { code?: string }).code !== 'CLUSTER_UNAVAILABLE' || Date.now() > deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+}
+
+async function waitUntil(check: () => boolean, ms: number): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`condition not met within ${ms} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
