@@ -17,7 +17,8 @@ import { CLI, makeTempDir, startDaemon, type DaemonProcess } from './support/dae
 import { ClientPool } from './support/e2e-daemon.js';
 import { startNatsServer, type NatsServer } from './support/nats-server.js';
 import { freePort } from './support/wire-peers.js';
-import { rmSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
+import { createServer, connect as tcpConnect, type Server, type Socket } from 'node:net';
 
 let server: NatsServer;
 let dir: string;
@@ -45,12 +46,12 @@ function script(delayMs: number): string {
   return path;
 }
 
-function member(options: { cap: number; delayMs: number; slots?: number; ackWaitMs?: number }): Promise<DaemonProcess> {
+function member(options: { cap: number; delayMs: number; slots?: number; ackWaitMs?: number; nats?: string }): Promise<DaemonProcess> {
   return startDaemon(
     {
       model: { default: `scripted:${script(options.delayMs)}` },
       limits: { maxConcurrentRuns: options.cap },
-      cluster: { nats: server.url, ackWaitMs: options.ackWaitMs ?? 1000, ...(options.slots !== undefined && { slots: options.slots }) },
+      cluster: { nats: options.nats ?? server.url, ackWaitMs: options.ackWaitMs ?? 1000, ...(options.slots !== undefined && { slots: options.slots }) },
     },
     [],
   ).then((d) => (daemons.push(d), d));
@@ -150,6 +151,38 @@ describe('a pool of daemons on one nats-server', () => {
     expect(result.diagnostic).toContain(String(doomed.proc.pid));
   }, 60_000);
 
+  it('a partitioned member stops its child when its lease lapses; another member takes the run over, fenced by revision', async () => {
+    const proxy = await tcpProxy(server.port);
+    try {
+      const front = await member({ cap: 2, delayMs: 3000, slots: 0 });
+      const cut = await member({ cap: 2, delayMs: 3000, nats: `nats://127.0.0.1:${proxy.port}` });
+      const store = await records();
+      const service = await clients.connect(front.socket);
+      const run = await service.start('spawn', { prompt: [{ type: 'text', text: 'go' }], parent, signal: AbortSignal.timeout(60_000) });
+      await waitUntil(() => store.seen(run.id)?.record.childId !== undefined, 10_000);
+      expect(store.seen(run.id)!.record.worker?.pid).toBe(cut.proc.pid);
+      const heir = await member({ cap: 2, delayMs: 200 });
+      proxy.partition();
+      const result = await run.result;
+      expect(result).toMatchObject({ stopReason: 'completed', output: [{ type: 'text', text: 'done' }] });
+      const final = (await store.get(run.id))!.record;
+      expect(final.worker?.pid).toBe(heir.proc.pid);
+      expect(final.attempt).toBe(2);
+      // The cut member stopped its child before the heir claimed the run: never two at once.
+      const letGo = readFileSync(join(cut.stateDir, 'daemon.log'), 'utf8')
+        .split('\n')
+        .filter((line) => line.includes('letting go of a run: its lease lapsed'))
+        .map((line) => JSON.parse(line) as { time: number; runId: string });
+      expect(letGo.map((line) => line.runId)).toEqual([run.id]);
+      expect(letGo[0]!.time).toBeLessThanOrEqual(Date.parse(final.claimedAt!));
+      // Healed, the member rejoins; its stale revision could not have overwritten the heir's record.
+      proxy.heal();
+      expect((await store.get(run.id))!.record.worker?.pid).toBe(heir.proc.pid);
+    } finally {
+      await proxy.close();
+    }
+  }, 60_000);
+
   it('NATS unreachable at start: the daemon says so and exits non-zero', async () => {
     const port = await freePort();
     const child = spawn(process.execPath, [CLI, 'daemon', '--socket', join(dir, 'd.sock'), '--state-dir', join(dir, 'state'), '--nats', `nats://127.0.0.1:${port}`], {
@@ -182,6 +215,37 @@ describe('a pool of daemons on one nats-server', () => {
     expect(await again.result).toMatchObject({ stopReason: 'completed' });
   }, 60_000);
 });
+
+/** A TCP relay to the NATS port that can cut every connection through it and refuse new ones. */
+async function tcpProxy(target: number): Promise<{ port: number; partition(): void; heal(): void; close(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  let cut = false;
+  const server: Server = createServer((inbound) => {
+    if (cut) return inbound.destroy();
+    const outbound = tcpConnect(target, '127.0.0.1');
+    for (const socket of [inbound, outbound]) {
+      sockets.add(socket);
+      socket.on('close', () => sockets.delete(socket));
+      socket.on('error', () => undefined);
+    }
+    inbound.pipe(outbound).pipe(inbound);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as { port: number }).port,
+    partition() {
+      cut = true;
+      for (const socket of sockets) socket.destroy();
+    },
+    heal() {
+      cut = false;
+    },
+    close: () => {
+      for (const socket of sockets) socket.destroy();
+      return new Promise((resolve) => server.close(() => resolve()));
+    },
+  };
+}
 
 async function startWhenOnline<T>(start: () => Promise<T>): Promise<T> {
   const deadline = Date.now() + 15_000;
