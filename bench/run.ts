@@ -9,6 +9,7 @@ import { acpBench } from './acp.js';
 import { acpWarmBench } from './acp-warm.js';
 import { join } from 'node:path';
 import { childAgents } from './children.js';
+import { clusterBench } from './cluster.js';
 import { facesBench } from './faces.js';
 import { REPO } from './daemons.js';
 import { formatLoad, machine } from './machine.js';
@@ -91,6 +92,12 @@ const sections: SectionRun[] = [
         lightClients: 3,
         slowRuns: q(30, 10),
       }),
+  },
+  {
+    name: 'cluster',
+    timeoutMs: 180_000,
+    run: (cleanup) =>
+      clusterBench(report, cleanup, { clients: 4, inFlight: q(8, 4), durationMs: q(4000, 1000), cap: 64, failovers: q(3, 1) }),
   },
   {
     name: 'startup',

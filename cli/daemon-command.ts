@@ -7,7 +7,7 @@ import { Cluster } from '../daemon/cluster/cluster.js';
 import { createDaemon } from '../daemon/daemon.js';
 import { DaemonSettings } from '../daemon/ops/reload.js';
 import { Delegation } from '../daemon/service/delegation.js';
-import { DEFAULT_ADMISSION_LIMITS } from '../daemon/service/admission-queue.js';
+import { DEFAULT_ADMISSION_LIMITS } from '../daemon/store/admission-queue.js';
 import { createLogger } from '../daemon/ops/logger.js';
 import { stateFiles } from '../daemon/ops/paths.js';
 import { installProcessGuards } from '../daemon/ops/process-guards.js';

@@ -15,7 +15,8 @@ import { RunRecords } from '../daemon/cluster/run-records.js';
 import { ClusterScheduler } from '../daemon/cluster/scheduler.js';
 import { SessionEvents } from '../daemon/cluster/session-events.js';
 import { SlotQueue } from '../daemon/cluster/slot-queue.js';
-import { CLI } from './support/daemon-process.js';
+import { join } from 'node:path';
+import { REPO } from './support/daemon-process.js';
 import { startNatsServer, type NatsServer } from './support/nats-server.js';
 import { freePort } from './support/wire-peers.js';
 
@@ -241,7 +242,7 @@ describe('cluster primitives on a real nats-server', () => {
 
 /** A separate worker process: claims one run with heartbeats on, says so, then waits to be killed. */
 function workerScript(url: string): string {
-  const dist = CLI.replace(/daemon\/cli\.js$/, 'daemon/cluster/');
+  const dist = `${join(REPO, 'dist', 'daemon', 'cluster')}/`;
   return `
     import { NatsLink } from '${dist}nats-link.js';
     import { clusterNames } from '${dist}names.js';

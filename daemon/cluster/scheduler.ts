@@ -68,7 +68,7 @@ export class ClusterScheduler {
       return undefined;
     }
     if (lease.deliveries > 1) {
-      const orphan = this.orphanOf(lease.seq);
+      const orphan = await this.orphanOf(lease);
       if (orphan) {
         const current = await this.records.get(orphan.runId);
         if (current && current.record.state !== 'running') {
@@ -117,8 +117,16 @@ export class ClusterScheduler {
     return current !== undefined && (current.state === 'settled' || current.state === 'disposed') && current.lease === undefined;
   }
 
-  private orphanOf(seq: number): ClusterRun | undefined {
-    for (const { record } of this.records.all()) if (record.lease === seq && record.state === 'running') return record;
+  /**
+   * The run a redelivered ticket was executing: usually the ticket's own run (asked of the
+   * server, so a view that lags cannot hide it), else found in the view (fair picks swap tickets).
+   */
+  private async orphanOf(lease: Lease): Promise<ClusterRun | undefined> {
+    if (lease.runId !== undefined) {
+      const own = (await this.records.get(lease.runId))?.record;
+      if (own?.lease === lease.seq) return own;
+    }
+    for (const { record } of this.records.all()) if (record.lease === lease.seq && record.state === 'running') return record;
     return undefined;
   }
 }

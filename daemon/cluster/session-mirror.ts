@@ -45,10 +45,11 @@ export class SessionMirror {
     if (!session) return Promise.resolve();
     this.chain = this.chain.then(async () => {
       const total = 1 + session.events.length;
-      for (let line = this.stored; line < total; line++) {
-        await this.sessions.append(this.runId, line, line === 0 ? session.header : session.events[line - 1]);
-        this.stored = line + 1;
-      }
+      // Published back to back on one connection: the server stores them in this order.
+      const appends: Promise<void>[] = [];
+      for (let line = this.stored; line < total; line++) appends.push(this.sessions.append(this.runId, line, line === 0 ? session.header : session.events[line - 1]));
+      await Promise.all(appends);
+      this.stored = total;
     });
     return this.chain;
   }

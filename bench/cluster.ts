@@ -1,0 +1,157 @@
+/**
+ * The cluster (docs/cluster.md) against the single-daemon default, in one run: throughput and
+ * start→ready with 1, 2 and 3 members on one nats-server, the same closed-loop load as the
+ * default daemon gets; then failover time from kill -9 of the executing member to the run
+ * resumed on another member (its record's attempt 2 with the child's id), and to its outcome.
+ *
+ * Runs are the fixture `echo` provider (no model, completes at once), so the figures are the
+ * scheduling cost: queue, records, relay. Every member runs on this machine; the cap is set
+ * high enough that it is not what limits throughput.
+ */
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { RemoteSubagentService } from '../client/index.js';
+import type { ClusterRun } from '../daemon/cluster/cluster-run.js';
+import { clusterNames } from '../daemon/cluster/names.js';
+import { NatsLink } from '../daemon/cluster/nats-link.js';
+import { RunRecords } from '../daemon/cluster/run-records.js';
+import { startNatsServer } from '../test/support/nats-server.js';
+import { client, daemonProcess, type DaemonProcess } from './daemons.js';
+import { formatLoad } from './machine.js';
+import { sleep, type Cleanup } from './procs.js';
+import type { Report } from './report.js';
+import { ms, p50p99, rate, summarize } from './stats.js';
+import { Table } from './table.js';
+
+export interface ClusterBenchOptions {
+  readonly clients: number;
+  /** Runs each client keeps in flight. */
+  readonly inFlight: number;
+  readonly durationMs: number;
+  readonly cap: number;
+  /** Failover samples with a 1 s lease. */
+  readonly failovers: number;
+}
+
+const parent = { sessionId: 'bench-cluster', cwd: process.cwd() };
+
+export async function clusterBench(report: Report, cleanup: Cleanup, options: ClusterBenchOptions): Promise<void> {
+  report.section(
+    'Cluster: members on one NATS server',
+    `Closed loop: ${options.clients} clients, ${options.inFlight} runs in flight each, for ${options.durationMs / 1000} s, spread over the members; runs of the fixture echo provider (the scheduling cost only). limits.maxConcurrentRuns ${options.cap}, cluster-wide in the cluster rows. Load at start: ${formatLoad()}.`,
+  );
+  const throughput = new Table('throughput and start→ready', ['setup', 'runs/s', 'vs default', 'start→ready p50 / p99', 'runs executed per member']);
+  const single = await loadOn(cleanup, [await daemonProcess(cleanup, { limits: { maxConcurrentRuns: options.cap } })], options);
+  throughput.row('single daemon (default, no NATS)', rate(single.perSecond), '1.00', p50p99(summarize(single.ready)), '–');
+  for (const members of [1, 2, 3]) {
+    const nats = await startNatsServer();
+    cleanup.defer('stop nats-server', () => nats.stop());
+    const daemons: DaemonProcess[] = [];
+    for (let i = 0; i < members; i++) {
+      daemons.push(await daemonProcess(cleanup, { limits: { maxConcurrentRuns: options.cap }, cluster: { nats: nats.url, ackWaitMs: 5000 } }));
+    }
+    const measured = await loadOn(cleanup, daemons, options);
+    const perMember = await executedPerMember(cleanup, nats.url, daemons);
+    throughput.row(
+      `${members} member${members > 1 ? 's' : ''}`,
+      rate(measured.perSecond),
+      (measured.perSecond / single.perSecond).toFixed(2),
+      p50p99(summarize(measured.ready)),
+      perMember.join(' / '),
+    );
+    for (const d of daemons) process.kill(d.pid, 'SIGTERM');
+    await sleep(300);
+    await nats.stop();
+  }
+  throughput.note(`load average at the end: ${formatLoad()}; every member and the NATS server share this machine's CPUs`);
+  report.table(throughput);
+
+  const failover = new Table('failover: kill -9 of the executing member, 1 s lease', ['sample', 'kill → resumed elsewhere', 'kill → outcome at the owner']);
+  const resumed: number[] = [];
+  for (let i = 0; i < options.failovers; i++) {
+    const sample = await failoverOnce(cleanup);
+    resumed.push(sample.resumedMs);
+    failover.row(i + 1, ms(sample.resumedMs), ms(sample.outcomeMs));
+  }
+  failover.note('resumed = the run record shows attempt 2 on the other member, its child restored from the mirrored session; the lease (ack_wait) is 1 s here, 15 s by default, and dominates');
+  report.table(failover);
+  report.text(`Failover p50 ${ms(summarize(resumed).p50)} with a 1 s lease (kill -9 → resumed on another member).`);
+}
+
+async function loadOn(cleanup: Cleanup, daemons: readonly DaemonProcess[], options: ClusterBenchOptions): Promise<{ perSecond: number; ready: number[] }> {
+  const services: RemoteSubagentService[] = [];
+  for (let i = 0; i < options.clients; i++) services.push(await client(cleanup, daemons[i % daemons.length]!.socket, `cluster-${i}`));
+  // Warm-up: one run per client.
+  await Promise.all(services.map((service) => oneRun(service)));
+  const ready: number[] = [];
+  let done = 0;
+  const until = performance.now() + options.durationMs;
+  const started = performance.now();
+  await Promise.all(
+    services.flatMap((service) =>
+      Array.from({ length: options.inFlight }, async () => {
+        while (performance.now() < until) {
+          ready.push(await oneRun(service));
+          done += 1;
+        }
+      }),
+    ),
+  );
+  return { perSecond: done / ((performance.now() - started) / 1000), ready };
+}
+
+/** One run: start (measured to readiness), its result, dispose. Returns start→ready in ms. */
+async function oneRun(service: RemoteSubagentService): Promise<number> {
+  const begun = performance.now();
+  const run = await service.start('echo', { prompt: [{ type: 'text', text: 'echo hi' }], parent, signal: AbortSignal.timeout(60_000) });
+  const readyMs = performance.now() - begun;
+  await run.result;
+  await run.dispose();
+  return readyMs;
+}
+
+async function executedPerMember(cleanup: Cleanup, url: string, daemons: readonly DaemonProcess[]): Promise<number[]> {
+  const link = await NatsLink.open(url, { name: 'bench-observer' });
+  cleanup.defer('close the observer link', () => link.close());
+  const records = await RunRecords.open<ClusterRun>(link, clusterNames().recordsBucket);
+  const counts = new Map<number, number>();
+  for (const { record } of records.all()) if (record.worker) counts.set(record.worker.pid, (counts.get(record.worker.pid) ?? 0) + 1);
+  records.close();
+  return daemons.map((d) => counts.get(d.pid) ?? 0);
+}
+
+export async function failoverOnce(cleanup: Cleanup): Promise<{ resumedMs: number; outcomeMs: number }> {
+  const nats = await startNatsServer();
+  cleanup.defer('stop nats-server', () => nats.stop());
+  const dir = cleanup.tempDir();
+  const script = join(dir, 'script.json');
+  writeFileSync(script, JSON.stringify({ steps: [{ text: 'working', delayMs: 1500, toolCalls: [{ name: 'list_directory', arguments: { path: '.' } }] }, { text: 'done' }] }));
+  const config = (slots?: number): Record<string, unknown> => ({
+    model: { default: `scripted:${script}` },
+    cluster: { nats: nats.url, ackWaitMs: 1000, ...(slots !== undefined && { slots }) },
+  });
+  const front = await daemonProcess(cleanup, config(0));
+  const doomed = await daemonProcess(cleanup, config());
+  const link = await NatsLink.open(nats.url, { name: 'bench-observer' });
+  cleanup.defer('close the observer link', () => link.close());
+  const records = await RunRecords.open<ClusterRun>(link, clusterNames().recordsBucket);
+  cleanup.defer('stop the record watch', () => records.close());
+  const service = await client(cleanup, front.socket, 'failover');
+  const run = await service.start('spawn', { prompt: [{ type: 'text', text: 'go' }], parent, signal: AbortSignal.timeout(60_000) });
+  // Read with a round trip each time, not from a watch: the figure must not depend on the observer.
+  while ((await records.get(run.id))?.record.childId === undefined) await sleep(5);
+  const heir = await daemonProcess(cleanup, config());
+  await sleep(300); // mid-step: the model's first answer takes 1.5 s
+  const killedAt = performance.now();
+  process.kill(doomed.pid, 'SIGKILL');
+  let resumedMs = 0;
+  while (resumedMs === 0) {
+    const seen = (await records.get(run.id))?.record;
+    if (seen?.attempt === 2 && seen.worker?.pid === heir.pid) resumedMs = performance.now() - killedAt;
+    else await sleep(5);
+  }
+  await run.result;
+  const outcomeMs = performance.now() - killedAt;
+  await run.dispose();
+  return { resumedMs, outcomeMs };
+}
