@@ -59,8 +59,8 @@ export async function clusterBench(report: Report, cleanup: Cleanup, options: Cl
       p50p99(summarize(measured.ready)),
       perMember.join(' / '),
     );
-    for (const d of daemons) process.kill(d.pid, 'SIGTERM');
-    await sleep(300);
+    // Members leave before their server goes: none may linger and join the next pool on a reused port.
+    await Promise.all(daemons.map((d) => stopProcess(d.pid)));
     await nats.stop();
   }
   throughput.note(`load average at the end: ${formatLoad()}; every member and the NATS server share this machine's CPUs`);
@@ -73,9 +73,25 @@ export async function clusterBench(report: Report, cleanup: Cleanup, options: Cl
     resumed.push(sample.resumedMs);
     failover.row(i + 1, ms(sample.resumedMs), ms(sample.outcomeMs));
   }
-  failover.note('resumed = the run record shows attempt 2 on the other member, its child restored from the mirrored session; the lease (ack_wait) is 1 s here, 15 s by default, and dominates');
+  failover.note('resumed = the run record shows attempt 2 on the other member (its child is then restored from the mirrored session); outcome = the owner has the result: the redone model step takes 6 s of it; the lease (ack_wait) is 1 s here, 15 s by default, and dominates');
   report.table(failover);
   report.text(`Failover p50 ${ms(summarize(resumed).p50)} with a 1 s lease (kill -9 → resumed on another member).`);
+}
+
+/** SIGTERM, then wait (bounded) until the process is gone; SIGKILL after 5 s. */
+async function stopProcess(pid: number): Promise<void> {
+  const alive = (): boolean => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  process.kill(pid, 'SIGTERM');
+  const deadline = performance.now() + 5000;
+  while (alive() && performance.now() < deadline) await sleep(20);
+  if (alive()) process.kill(pid, 'SIGKILL');
 }
 
 async function loadOn(cleanup: Cleanup, daemons: readonly DaemonProcess[], options: ClusterBenchOptions): Promise<{ perSecond: number; ready: number[] }> {
@@ -125,7 +141,7 @@ export async function failoverOnce(cleanup: Cleanup): Promise<{ resumedMs: numbe
   cleanup.defer('stop nats-server', () => nats.stop());
   const dir = cleanup.tempDir();
   const script = join(dir, 'script.json');
-  writeFileSync(script, JSON.stringify({ steps: [{ text: 'working', delayMs: 1500, toolCalls: [{ name: 'list_directory', arguments: { path: '.' } }] }, { text: 'done' }] }));
+  writeFileSync(script, JSON.stringify({ steps: [{ text: 'working', delayMs: 6000, toolCalls: [{ name: 'list_directory', arguments: { path: '.' } }] }, { text: 'done' }] }));
   const config = (slots?: number): Record<string, unknown> => ({
     model: { default: `scripted:${script}` },
     cluster: { nats: nats.url, ackWaitMs: 1000, ...(slots !== undefined && { slots }) },
@@ -141,12 +157,13 @@ export async function failoverOnce(cleanup: Cleanup): Promise<{ resumedMs: numbe
   // Read with a round trip each time, not from a watch: the figure must not depend on the observer.
   while ((await records.get(run.id))?.record.childId === undefined) await sleep(5);
   const heir = await daemonProcess(cleanup, config());
-  await sleep(300); // mid-step: the model's first answer takes 1.5 s
+  // Mid-step: the model's first answer takes 6 s (the heir's start took part of that).
   const killedAt = performance.now();
   process.kill(doomed.pid, 'SIGKILL');
   let resumedMs = 0;
   while (resumedMs === 0) {
     const seen = (await records.get(run.id))?.record;
+    if (seen?.state !== 'running') throw new Error(`the run ended on its first member before the kill took effect (${seen?.state}); lengthen the step`);
     if (seen?.attempt === 2 && seen.worker?.pid === heir.pid) resumedMs = performance.now() - killedAt;
     else await sleep(5);
   }

@@ -167,13 +167,15 @@ export async function daemonCommand(argv: string[]): Promise<number> {
   const idleMs = idleSeconds !== undefined ? positiveInt(idleSeconds, '--idle-timeout') * 1000 : settings.config.idleTimeoutMs;
   if (idleMs !== undefined) daemon.exitWhenIdle(idleMs);
   await daemon.whenClosed;
-  // After the service disposed this member's runs (their executors were told over NATS).
-  await cluster?.close().catch((error: unknown) => log.warn({ err: error }, 'cluster: leaving failed'));
+  // After the service disposed this member's runs (their executors were told over NATS); bounded
+  // by the exit timer below, so a member whose NATS server is gone still exits.
+  const leaving = cluster?.close().catch((error: unknown) => log.warn({ err: error }, 'cluster: leaving failed'));
   if (scratch) rmSync(scratch, { recursive: true, force: true });
   // Closed: socket, lock and log are released. Whatever still holds the event loop (a peer's
   // half-closed socket, a provider's stray timer) must not keep the process alive, because
   // `subagentd stop` returns only once the process has exited.
   setTimeout(() => process.exit(process.exitCode ?? 0), 2000).unref();
+  await leaving;
   return 0;
 }
 

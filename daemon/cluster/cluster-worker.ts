@@ -82,10 +82,10 @@ export class ClusterWorker {
     return n;
   }
 
+  /** Stops pulling and lets go of every run here; pulls still pending end when the link closes. */
   async close(): Promise<void> {
     this.stop.abort();
     for (const execution of this.executing.values()) this.letGo(execution, 'the member is stopping');
-    await Promise.allSettled(this.loops);
     await Promise.allSettled([...this.executing.values()].map((e) => e.run?.dispose()));
   }
 

@@ -7,13 +7,15 @@
  */
 import type { ClusterRun } from './cluster-run.js';
 
-export function pickFairly(runs: Iterable<ClusterRun>): ClusterRun | undefined {
+/**
+ * `active`: the queued runs this member can run and every running run; `lastServed`: each
+ * client's latest claim time (settled runs included), kept up to date by the caller.
+ */
+export function pickFairly(active: Iterable<ClusterRun>, lastServed: ReadonlyMap<string, string>): ClusterRun | undefined {
   const running = new Map<string, number>();
-  const lastServed = new Map<string, string>();
   const oldestQueued = new Map<string, ClusterRun>();
-  for (const run of runs) {
+  for (const run of active) {
     if (run.state === 'running') running.set(run.owner, (running.get(run.owner) ?? 0) + 1);
-    if (run.claimedAt !== undefined && (lastServed.get(run.owner) ?? '') < run.claimedAt) lastServed.set(run.owner, run.claimedAt);
     if (run.state !== 'queued') continue;
     const oldest = oldestQueued.get(run.owner);
     if (!oldest || before(run, oldest)) oldestQueued.set(run.owner, run);

@@ -48,9 +48,15 @@ export class NatsLink {
     return () => this.listeners.delete(listener);
   }
 
+  /** Drains when connected (bounded by 2 s), else closes at once: a member must exit while NATS is gone. */
   async close(): Promise<void> {
     if (this.nc.isClosed()) return;
-    await this.nc.drain().catch(() => this.nc.close());
+    if (!this.up) return this.nc.close();
+    let timer: NodeJS.Timeout | undefined;
+    const bound = new Promise<void>((resolve) => (timer = setTimeout(resolve, 2000)));
+    await Promise.race([this.nc.drain().catch(() => undefined), bound]);
+    clearTimeout(timer);
+    if (!this.nc.isClosed()) await this.nc.close();
   }
 
   private async follow(): Promise<void> {

@@ -34,11 +34,25 @@ const GIVE_BACK_MS = 100;
 const PULL_WAIT_MS = 1000;
 
 export class ClusterScheduler {
+  /** Queued and running runs: what a fair pick looks at (finished ones leave, so a pick stays cheap). */
+  private readonly active = new Map<string, ClusterRun>();
+  /** Each client's latest claim, settled runs included: the "longest ago served" of the fair pick. */
+  private readonly lastServed = new Map<string, string>();
+
   constructor(
     readonly records: RunRecords<ClusterRun>,
     readonly queue: SlotQueue,
     readonly worker: WorkerRef,
-  ) {}
+  ) {
+    for (const { record } of records.all()) this.observe(record);
+    records.onChange((record) => this.observe(record));
+  }
+
+  private observe(run: ClusterRun): void {
+    if (run.state === 'queued' || run.state === 'running') this.active.set(run.runId, run);
+    else this.active.delete(run.runId);
+    if (run.claimedAt !== undefined && (this.lastServed.get(run.owner) ?? '') < run.claimedAt) this.lastServed.set(run.owner, run.claimedAt);
+  }
 
   /** Stores the run's record (queued), then its ticket: a ticket never precedes its record. */
   async submit(run: ClusterRun): Promise<number> {
@@ -85,7 +99,7 @@ export class ClusterScheduler {
       }
     }
     for (let attempt = 0; attempt < 8; attempt++) {
-      const picked = pickFairly(this.queued(canRun));
+      const picked = pickFairly(this.candidates(canRun), this.lastServed);
       if (!picked) break;
       const seen = this.records.seen(picked.runId)!;
       const run: ClusterRun = { ...picked, state: 'running', worker: this.worker, lease: lease.seq, attempt: 1, claimedAt: new Date().toISOString() };
@@ -102,11 +116,8 @@ export class ClusterScheduler {
   }
 
   /** Queued runs this member can run, plus every running one (fairness counts what executes). */
-  private *queued(canRun: (run: ClusterRun) => boolean): Generator<ClusterRun> {
-    for (const { record } of this.records.all()) {
-      if (record.state === 'running' || (record.state === 'queued' && canRun(record))) yield record;
-      else if (record.claimedAt !== undefined) yield record;
-    }
+  private *candidates(canRun: (run: ClusterRun) => boolean): Generator<ClusterRun> {
+    for (const run of this.active.values()) if (run.state === 'running' || canRun(run)) yield run;
   }
 
   /** The ticket's own run was cancelled while queued (it ended unclaimed): one ticket too many. */
@@ -126,7 +137,7 @@ export class ClusterScheduler {
       const own = (await this.records.get(lease.runId))?.record;
       if (own?.lease === lease.seq) return own;
     }
-    for (const { record } of this.records.all()) if (record.lease === lease.seq && record.state === 'running') return record;
+    for (const run of this.active.values()) if (run.lease === lease.seq && run.state === 'running') return run;
     return undefined;
   }
 }
