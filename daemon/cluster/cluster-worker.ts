@@ -21,7 +21,7 @@ import { writeFile, mkdir } from 'node:fs/promises';
 import type { Logger } from 'pino';
 import { SubagentError, type InterruptLevel, type SubagentResult } from '../../protocol/index.js';
 import type { DaemonProvider, DaemonRun, RunHost } from '../provider.js';
-import { sessionFilePath } from '../store/session-log.js';
+import { sessionFilePath } from '../ops/paths.js';
 import type { ClusterRun } from './cluster-run.js';
 import type { MemberRelay } from './member-relay.js';
 import type { NatsLink } from './nats-link.js';

@@ -14,8 +14,9 @@
  * - `open` creates the stream and consumer, or updates the consumer's cap and ack_wait to this
  *   member's config (all members of a pool must agree; the last to start wins).
  * - A lease knows when it has lapsed: a heartbeat counts only once a round trip to the server
- *   confirmed it (flush), and `onLapse` fires when the last confirmed one is older than
- *   ack_wait minus half a heartbeat period: before the server can hand the ticket to anyone else.
+ *   confirmed it (flush), and `onLapse` fires, on its own timer, when the last confirmed one is
+ *   older than ack_wait minus half a heartbeat period: before the server can hand the ticket to
+ *   anyone else, unless this process's event loop stalls for longer than that margin.
  */
 import { AckPolicy, DeliverPolicy, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
 import { nanos, type Msg } from '@nats-io/transport-node';
@@ -121,6 +122,7 @@ export class Lease {
   readonly deliveries: number;
   readonly runId: string | undefined;
   private timer: NodeJS.Timeout | undefined;
+  private lapseTimer: NodeJS.Timeout | undefined;
   private confirmedAt: number;
   private done = false;
 
@@ -132,6 +134,7 @@ export class Lease {
     const { deliveries, seq } = parseAckSubject(msg.reply!);
     this.seq = seq;
     this.deliveries = deliveries;
+    // The server started the lease at delivery, a network hop before this; the margin covers it.
     this.confirmedAt = Date.now();
     try {
       this.runId = (msg.json() as { runId?: string }).runId;
@@ -149,26 +152,37 @@ export class Lease {
    * was confirmed for ack_wait minus half a period: the lease is lost, stop the work now.
    */
   keepAlive(onLapse: () => void): void {
-    const tick = (): void => {
-      if (this.done) return;
-      if (Date.now() - this.confirmedAt > this.ackWaitMs - this.heartbeatMs / 2) {
+    // Its own timer, re-armed at each confirmed heartbeat: the lapse is noticed on time, not at the next tick.
+    const armLapse = (): void => {
+      clearTimeout(this.lapseTimer);
+      const due = this.confirmedAt + this.ackWaitMs - this.heartbeatMs / 2 - Date.now();
+      this.lapseTimer = setTimeout(() => {
+        if (this.done) return;
         this.stop();
         onLapse();
-        return;
-      }
+      }, Math.max(0, due));
+      this.lapseTimer.unref();
+    };
+    const tick = (): void => {
+      if (this.done) return;
       const sentAt = Date.now();
       try {
         this.msg.respond('+WPI');
         this.link.nc.flush().then(
-          () => (this.confirmedAt = Math.max(this.confirmedAt, sentAt)),
+          () => {
+            if (this.done || sentAt <= this.confirmedAt) return;
+            this.confirmedAt = sentAt;
+            armLapse();
+          },
           () => undefined,
         );
       } catch {
-        // offline: the next tick checks the lapse
+        // offline: the lapse timer runs on
       }
       this.timer = setTimeout(tick, this.heartbeatMs);
       this.timer.unref();
     };
+    armLapse();
     this.timer = setTimeout(tick, this.heartbeatMs);
     this.timer.unref();
   }
@@ -189,5 +203,6 @@ export class Lease {
   stop(): void {
     this.done = true;
     clearTimeout(this.timer);
+    clearTimeout(this.lapseTimer);
   }
 }
