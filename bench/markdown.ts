@@ -1,9 +1,48 @@
-/** BENCHMARKS.md: the machine, the command, the targets, then every section's tables. */
-import { writeFileSync } from 'node:fs';
+/**
+ * BENCHMARKS.md: the machine, the command, the targets, then every section's tables. The targets
+ * table also shows what the previous run of this command measured for the same target (read back
+ * from the file this run replaces), and earlier runs' targets tables are kept below, each with its
+ * date and commit: a before/after is then two runs of the same command, each reproducible at its
+ * commit, never a figure typed in by hand.
+ */
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import type { Machine } from './machine.js';
 import type { Report } from './report.js';
 
+/** How many earlier runs' targets tables are kept. */
+const EARLIER_RUNS = 4;
+
+interface PreviousRun {
+  /** "date, commit, load at start" of that run. */
+  readonly label: string;
+  readonly measured: ReadonlyMap<string, string>;
+  readonly targetsTable: readonly string[];
+  readonly earlier: readonly string[];
+}
+
+/** The run recorded in the file about to be replaced, if it has the shape this writer gives it. */
+export function readPreviousRun(text: string): PreviousRun | undefined {
+  const field = (name: string): string | undefined => new RegExp(`^\\| ${name} \\| (.*) \\|$`, 'm').exec(text)?.[1];
+  const date = field('date');
+  const commit = field('commit');
+  const targets = /^## Targets\n\n((?:\|.*\n)+)/m.exec(text);
+  if (!date || !commit || !targets) return undefined;
+  const rows = targets[1]!.trimEnd().split('\n');
+  const measured = new Map<string, string>();
+  for (const row of rows.slice(2)) {
+    const cells = row.split(' | ').map((c) => c.replace(/^\| ?| ?\|$/g, ''));
+    if (cells.length >= 3) measured.set(cells[0]!, cells[1]!);
+  }
+  const load = field('load average \\(1 / 5 / 15 min\\)')?.split(' at start')[0] ?? '?';
+  const earlierAt = text.indexOf('\n## Earlier runs\n');
+  const earlier = earlierAt < 0 ? [] : text.slice(earlierAt + '\n## Earlier runs\n'.length).split(/\n(?=### )/).map((b) => b.trim()).filter((b) => b.startsWith('### '));
+  // The targets table as that run wrote it, without a previous-run column of its own.
+  const table = rows.map((row) => row.split(' | ').slice(0, 3).join(' | ').replace(/ \|?$/, '') + ' |');
+  return { label: `${date.slice(0, 16).replace('T', ' ')} UTC, commit ${commit.split(' ')[0]}, load ${load}`, measured, targetsTable: table, earlier };
+}
+
 export function writeBenchmarks(path: string, report: Report, machine: Machine, loadEnd: string, durationS: number): void {
+  const previous = existsSync(path) ? readPreviousRun(readFileSync(path, 'utf8')) : undefined;
   const out: string[] = [
     '# Benchmarks',
     '',
@@ -42,14 +81,21 @@ export function writeBenchmarks(path: string, report: Report, machine: Machine, 
     '',
     '## Targets',
     '',
-    '| target | measured | verdict |',
-    '| --- | --- | --- |',
-    ...report.verdicts.map((v) => `| ${v.target} | ${v.measured} | ${v.met ? 'met' : '**missed**'} |`),
+    ...(previous ? [`The last column is the previous run of this command (${previous.label}); "—" where that run had no such target.`, ''] : []),
+    previous ? '| target | measured | verdict | previous run |' : '| target | measured | verdict |',
+    previous ? '| --- | --- | --- | --- |' : '| --- | --- | --- |',
+    ...report.verdicts.map(
+      (v) => `| ${v.target} | ${v.measured} | ${v.met ? 'met' : '**missed**'} |${previous ? ` ${previous.measured.get(v.target) ?? '—'} |` : ''}`,
+    ),
     '',
   );
   if (report.failures.length > 0) {
     out.push('## Failures in this run', '', ...report.failures.map((f) => `- \`${f.split('\n')[0]}\``), '');
   }
   out.push(report.markdownSections());
+  if (previous) {
+    const earlier = [`### ${previous.label}`, '', ...previous.targetsTable].join('\n');
+    out.push('', '## Earlier runs', '', 'Their targets tables, newest first, as each run of this command wrote them.', '', [earlier, ...previous.earlier].slice(0, EARLIER_RUNS).join('\n\n'));
+  }
   writeFileSync(path, `${out.join('\n').trimEnd()}\n`);
 }
