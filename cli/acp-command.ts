@@ -12,7 +12,7 @@ import { createAcpFace } from '../faces/acp/acp-face.js';
 import { SessionStore } from '../faces/acp/session-store.js';
 import { openFaceClient } from './face-client.js';
 import type { FaceCommandOptions } from './mcp-command.js';
-import { readSession } from './ops-commands.js';
+import { storedSession } from './ops-commands.js';
 import { absoluteModel } from './run-command.js';
 
 export async function acpCommand(settings: CommonSettings, options: FaceCommandOptions): Promise<number> {
@@ -25,7 +25,7 @@ export async function acpCommand(settings: CommonSettings, options: FaceCommandO
     provider: options.providers[0] ?? 'spawn',
     store: new SessionStore(join(settings.stateDir, 'acp-sessions')),
     version: packageVersion(),
-    readLog: async (childId) => (await readSession(settings, childId))?.events,
+    readLog: async (runId) => (await storedSession(service.ops, runId))?.events,
     ...(model !== undefined && { model }),
   });
   onPermission = face.onPermission;

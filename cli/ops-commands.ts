@@ -5,9 +5,9 @@ import { SubagentError, type RunInfo, type RunState, type StatusResult } from '.
 import { ConfigError } from '../daemon/config.js';
 import { ensureDaemon } from '../client/auto-start.js';
 import { stopDaemon, type StopOutcome } from '../client/stop-daemon.js';
-import { readSessionFile } from '../daemon/store/session-reader.js';
 import type { CommonSettings } from './options.js';
-import { sessionFilePath, stateFiles } from '../daemon/ops/paths.js';
+import { stateFiles } from '../daemon/ops/paths.js';
+import type { DaemonOps } from '../client/daemon-ops.js';
 import { openClient } from './daemon-client.js';
 import { bytes, duration, since, table } from './format.js';
 
@@ -209,8 +209,8 @@ export async function inspectCommand(settings: CommonSettings, runId: string, fo
     let shown = 0;
     for (;;) {
       const { run, header: liveHeader, events: liveEvents } = await client.ops.inspect(runId);
-      // Not the owner: ops on the same machine read the session log itself (same user, 0600 files).
-      const session = liveHeader && liveEvents ? { header: liveHeader, events: liveEvents } : await readSession(settings, run.id);
+      // Not the owner: the daemon's operator read of the stored log (none for an ACP run).
+      const session = liveHeader && liveEvents ? { header: liveHeader, events: liveEvents } : await storedSession(client.ops, runId);
       if (settings.json) {
         print(JSON.stringify({ run, ...session }, null, 2));
         return 0;
@@ -229,11 +229,14 @@ export async function inspectCommand(settings: CommonSettings, runId: string, fo
   }
 }
 
-export async function readSession(settings: CommonSettings, id: string): Promise<{ header: SessionHeader; events: SessionEvent[] } | undefined> {
-  const file = sessionFilePath(stateFiles(settings.stateDir).sessions, id);
-  if (!existsSync(file)) return undefined;
-  const loaded = await readSessionFile(file);
-  return { header: loaded.header, events: [...loaded.events] };
+/** A run's stored session log through the daemon (`daemon/session`); undefined when it keeps none. */
+export async function storedSession(ops: DaemonOps, runId: string): Promise<{ header: SessionHeader; events: readonly SessionEvent[] } | undefined> {
+  try {
+    return await ops.session(runId);
+  } catch (error) {
+    if (error instanceof SubagentError && error.code === 'UNKNOWN_RUN') return undefined;
+    throw error;
+  }
 }
 
 const textOf = (content: ReadonlyArray<{ type: string; text?: string }>): string =>

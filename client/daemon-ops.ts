@@ -6,12 +6,14 @@ import {
   AttachRequest,
   InspectRequest,
   GcRequest,
+  SessionLogRequest,
   RunsListRequest,
   ShutdownRequest,
   StatusRequest,
   type AttachResult,
   type InspectResult,
   type GcResult,
+  type SessionLogResult,
   type RunsListParams,
   type RunsListResult,
   type RunInfo,
@@ -67,6 +69,11 @@ export class DaemonOps {
   /** Applies retention now and says what it removed. */
   gc(): Promise<GcResult> {
     return this.channel.request(GcRequest, {}, this.timeout);
+  }
+
+  /** Any run's stored session log, whoever owns it (the operator's read; `inspect` is the owner's). */
+  session(runId: string): Promise<SessionLogResult> {
+    return this.channel.request(SessionLogRequest, { runId }, this.timeout);
   }
 
   async shutdown(params: ShutdownParams = {}): Promise<void> {

@@ -3,12 +3,22 @@
  * stream pair (stdio), with its identity, status and an orderly shutdown.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import { chmodSync, mkdirSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, rmSync, statSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import type { Readable, Writable } from 'node:stream';
 import type { Logger } from 'pino';
 import { DEFAULT_FRAME_LIMITS, type FrameLimits } from './connection/guarded-reader.js';
-import { CLOSING_MESSAGE_PREFIX, PROTOCOL_VERSION, encodeFrame, SUBAGENT_ERROR_CODES, type DaemonIdentity, type GcResult, type StatusResult } from '../protocol/index.js';
+import {
+  CLOSING_MESSAGE_PREFIX,
+  PROTOCOL_VERSION,
+  encodeFrame,
+  SUBAGENT_ERROR_CODES,
+  SubagentError,
+  type DaemonIdentity,
+  type GcResult,
+  type SessionLogResult,
+  type StatusResult,
+} from '../protocol/index.js';
 import { createToken, tokenPathFor, writeTokenFile } from '../common/daemon-token.js';
 import { ClientConnection } from './connection/client-connection.js';
 import type { DaemonProvider } from './provider.js';
@@ -29,7 +39,8 @@ import { listenUnix } from './listen/unix-socket.js';
 import { listenLoopbackTcp, readPrivateToken } from './listen/loopback-tcp.js';
 import { packageVersion } from '../common/package-info.js';
 import { createLogger } from './ops/logger.js';
-import { stateFiles } from './ops/paths.js';
+import { sessionFilePath, stateFiles } from './ops/paths.js';
+import { readSessionFile } from './store/session-reader.js';
 
 export interface DaemonOptions {
   readonly stateDir: string;
@@ -165,6 +176,15 @@ export function createDaemon(options: DaemonOptions): Daemon {
     if (index.archive.unreadable > 0) log.warn({ lines: index.archive.unreadable }, 'run archive: unreadable lines skipped');
     return { runsArchived, runsRemoved, sessionsRemoved, runsStored: index.archive.count + index.all().length };
   };
+  /** `daemon/session`: the operator's read of any run's stored session log. */
+  const sessionLog = async (runId: string): Promise<SessionLogResult> => {
+    const file = sessionFilePath(files.sessions, await service.childIdOf(runId));
+    if (!existsSync(file)) {
+      throw new SubagentError('UNKNOWN_RUN', `run ${runId} has no session log: its provider keeps none, or retention removed it`, { field: '/runId' });
+    }
+    const { header, events } = await readSessionFile(file);
+    return { header, events: [...events] };
+  };
   // Before anyone can attach: a dead daemon's runs read as interrupted, and a checkpointed run
   // is live under its id when its owner asks.
   const continuing = (async () => {
@@ -238,6 +258,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
         status,
         shutdown: (drain, timeoutMs) => void daemon.close({ drain, timeoutMs }),
         gc,
+        sessionLog,
         log,
       },
       destroy,

@@ -68,7 +68,7 @@ import { defineNotification, defineRequest, type ParamsOf, type ResultOf } from 
 export { type DaemonIdentity, type ParentRef, type ProgressToken, type ProviderDescriptor, type RunInfo, type RunState } from './schemas.js';
 
 /** Semver of the wire. A different major is refused at `initialize`. */
-export const PROTOCOL_VERSION = '1.1.0';
+export const PROTOCOL_VERSION = '1.2.0';
 
 /** Default cap on one inbound frame's body; the header block has its own 8 KiB cap. */
 export const DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024;
@@ -447,6 +447,19 @@ export const GcRequest = defineRequest(
 );
 export type GcResult = ResultOf<typeof GcRequest>;
 
+/**
+ * The operator's read of a run's session log (`subagentd inspect`, the ACP face's replay): any run,
+ * whoever owns it, as the daemon stored it. The same trust as the 0600 files under the state dir,
+ * which only the daemon's user can read; `run/inspect` stays the owner's view.
+ */
+export const SessionLogRequest = defineRequest(
+  'daemon/session',
+  obj({ runId }, ['runId']),
+  obj({ header: sessionHeader, events: arr(sessionEvent, 1_000_000) }, ['header', 'events']),
+);
+export type SessionLogParams = ParamsOf<typeof SessionLogRequest>;
+export type SessionLogResult = ResultOf<typeof SessionLogRequest>;
+
 // ---------------------------------------------------------------------------------------------
 // Continuable children, client → daemon. Every call names the caller's owner key: a secret the
 // client chose (at least 16 characters; keep it out of logs), whose hash the daemon keeps in the
@@ -705,6 +718,7 @@ export const WIRE = {
       StatusRequest,
       ShutdownRequest,
       GcRequest,
+      SessionLogRequest,
       ChildStartRequest,
       ChildSendRequest,
       ChildInterruptRequest,

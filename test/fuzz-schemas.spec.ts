@@ -110,6 +110,7 @@ const examples: Partial<Record<string, unknown[]>> = {
   'shutdown params': [{}],
   'daemon/shutdown params': [{}, { drain: true, timeoutMs: 1000 }],
   'daemon/gc params': [{}],
+  'daemon/session params': [{ runId: 'run_0123456789abcdef01234567' }],
   'tool/call result': [{ content: [text], isError: false }],
   'permission/request result': [{ outcome: 'selected', optionId: 'allow' }, { outcome: 'cancelled' }],
   'exit notification': [{}],
@@ -141,6 +142,7 @@ const examples: Partial<Record<string, unknown[]>> = {
   'runs/list result': [{ runs: [runInfo] }],
   'daemon/gc result': [{ runsArchived: 3, runsRemoved: 1, sessionsRemoved: 0, runsStored: 100_000 }],
   'run/inspect result': [{ run: runInfo, header: { cwd: '/tmp' }, events: sessionEvents }],
+  'daemon/session result': [{ header: { cwd: '/tmp' }, events: sessionEvents }],
   'daemon/status result': [
     {
       daemon: identity,

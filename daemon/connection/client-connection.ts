@@ -46,6 +46,7 @@ import {
   ProviderRemovedNotification,
   ProvidersListRequest,
   ResumeRequest,
+  SessionLogRequest,
   RunEventNotification,
   RunsListRequest,
   SendMessageRequest,
@@ -64,6 +65,7 @@ import {
   type EndParams,
   type InitializeParams,
   type GcResult,
+  type SessionLogResult,
   type InitializeResult,
   type PermissionParams,
   type PermissionResult,
@@ -111,6 +113,8 @@ export interface ConnectionContext {
   shutdown(drain: boolean, timeoutMs: number): void;
   /** Applies retention now (daemon/gc). */
   gc(): GcResult;
+  /** `daemon/session`: any run's stored session log (the operator's read). */
+  sessionLog(runId: string): Promise<SessionLogResult>;
   readonly log: Logger;
 }
 
@@ -426,6 +430,7 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
     this.handle(ChildListRequest, (p) => children.list(p.ownerKey, p.of, p.scope ?? 'children', this));
     this.handle(ChildAttachRequest, (p) => ({ delivered: children.attach(p.ownerKey, this) }));
     this.handle(GcRequest, () => this.ctx.gc());
+    this.handle(SessionLogRequest, ({ runId }) => this.ctx.sessionLog(runId));
     this.handle(ShutdownRequest, ({ drain, timeoutMs }) => {
       this.log.info({ drain, timeoutMs, client: this.clientName }, 'shutdown requested');
       setImmediate(() => this.ctx.shutdown(drain === true, timeoutMs ?? 30_000));

@@ -299,6 +299,13 @@ export class SubagentService {
     });
   }
 
+  /** The child (session) id of a run, live or stored: where its session log is. */
+  async childIdOf(runId: string): Promise<string> {
+    const id = this.table.get(runId)?.id ?? (await this.ledger.get(runId))?.id;
+    if (id === undefined) throw new SubagentError('UNKNOWN_RUN', `no run with id ${runId}`, { field: '/runId' });
+    return id;
+  }
+
   /** Anyone may see a run's record; its session (prompts, tool arguments) only its owner, or the token's holder. */
   async inspect(runId: string, asker: RunOwner, runToken?: string): Promise<InspectResult> {
     const record = this.table.get(runId);

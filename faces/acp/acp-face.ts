@@ -24,10 +24,10 @@ export interface AcpFaceOptions {
   readonly store: SessionStore;
   readonly version: string;
   /**
-   * The child's session log when the daemon does not serve it (`run/inspect` shows a previous
-   * daemon's run without its session): read from the state dir on this machine.
+   * The run's stored session log when `run/inspect` does not carry it (a previous daemon's run):
+   * the CLI asks the daemon (`daemon/session`).
    */
-  readonly readLog?: (childId: string) => Promise<readonly SessionEvent[] | undefined>;
+  readonly readLog?: (runId: string) => Promise<readonly SessionEvent[] | undefined>;
 }
 
 interface LiveSession {
@@ -142,7 +142,7 @@ export function createAcpFace(options: AcpFaceOptions): AcpFace {
         }
       }
       const inspected = await service.ops.inspect(runId, runToken);
-      const events = inspected.events ?? (await options.readLog?.(inspected.run.id)) ?? [];
+      const events = inspected.events ?? (await options.readLog?.(runId)) ?? [];
       for (const event of events) for (const update of updatesForEvent(event, true)) notify(live, update);
       await live.pending;
       return {};

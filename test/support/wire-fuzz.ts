@@ -43,6 +43,7 @@ export const EXAMPLES: Record<string, Record<string, unknown>> = {
   'run/resume': { runId: 'run_fuzz', prompt: [text] },
   'runs/list': { state: 'settled' },
   'daemon/status': {},
+  'daemon/session': { runId: 'run_fuzz' },
   'daemon/shutdown': { drain: 'not a boolean' },
   'child/start': { ownerKey: 'fuzz-owner-key-0123456789', provider: 'echo', prompt: [text], parent: { sessionId: 'fuzz', cwd: '/tmp' } },
   'child/send': { ownerKey: 'fuzz-owner-key-0123456789', childId: 'child-fuzz', from: 'fuzz', message: [text] },
