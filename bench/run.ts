@@ -12,6 +12,7 @@ import { childAgents } from './children.js';
 import { clusterBench } from './cluster.js';
 import { facesBench } from './faces.js';
 import { REPO } from './daemons.js';
+import { longRunBench } from './long-run.js';
 import { formatLoad, machine } from './machine.js';
 import { writeBenchmarks } from './markdown.js';
 import { poolBench } from './pool.js';
@@ -67,6 +68,11 @@ const sections: SectionRun[] = [
     name: 'streaming',
     timeoutMs: 60_000,
     run: (cleanup, world) => streamingBench(report, cleanup, world, { pairs: q(5, 1), budgetMs: q(2000, 600) }),
+  },
+  {
+    name: 'long-run',
+    timeoutMs: 240_000,
+    run: (cleanup, world) => longRunBench(report, cleanup, world, { steps: q(1000, 100), pairs: q(3, 1) }),
   },
   {
     name: 'acp',
