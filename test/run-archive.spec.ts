@@ -158,7 +158,7 @@ describe('a long-lived daemon', () => {
   it('archives finished runs once more than maxHeld are in memory, keeping the live ones', async () => {
     const path = indexPath();
     const index = new RunIndex(path, undefined, undefined, 4);
-    index.put(run(0, 'running'), true);
+    index.put(run(0, 'running'));
     for (let n = 1; n <= 4; n++) index.put(run(n, 'disposed'));
     await new Promise((resolve) => setImmediate(resolve));
     expect(ids(index.all())).toEqual(['run-0000']);

@@ -84,6 +84,20 @@ describe('LocalLedger', () => {
     await ledger.close();
   });
 
+  it('commits the creates of one turn in one write, each on disk before its create resolves', async () => {
+    const path = join(temp(), 'runs.jsonl');
+    const ledger = new LocalLedger(new RunIndex(path), limits, 'epoch-a');
+    const onDisk = (): string[] => (existsSync(path) ? readFileSync(path, 'utf8').split('\n').filter(Boolean) : []);
+    const creates = ['a', 'b', 'c'].map((id) => ledger.create(fresh(ledger, id)));
+    // Readable at once (a nested start looks its parent up), not yet written.
+    expect(await ledger.get('b')).toMatchObject({ runId: 'b', revision: 1 });
+    expect(onDisk()).toEqual([]);
+    const seenAtResolve = await Promise.all(creates.map((created) => created.then(() => onDisk().length)));
+    expect(seenAtResolve).toEqual([3, 3, 3]);
+    expect(onDisk().map((line) => JSON.parse(line).runId)).toEqual(['a', 'b', 'c']);
+    await ledger.close();
+  });
+
   it('transitions by compare-and-set: a stale revision is a conflict and changes nothing', async () => {
     const path = join(temp(), 'runs.jsonl');
     const ledger = new LocalLedger(new RunIndex(path), limits, 'epoch-a');

@@ -3,9 +3,9 @@
  * the lifecycle notices to its owner and to listeners.
  *
  * Rules:
- * - Publication records the run first (a new run: `create`, its record in before the starter
- *   holds the token; a checkpointed run taken over: a transition to `running` under this worker),
- *   then observes its result, announces it (`subagent/start`), and opens its host once the start
+ * - Publication puts the run in the run table, then records it and awaits the record (a new
+ *   run: `create`, its record written before the starter holds the token; a checkpointed run
+ *   taken over: a transition to `running` under this worker), then observes its result, announces it (`subagent/start`), and opens its host once the start
  *   is answered (run-hosting.ts). The settle waits for that opening: a run's end follows its
  *   start reply. If the record cannot be written, the child is disposed and the start fails.
  * - Later changes of the record are transitions written in order, each from the revision the
@@ -68,27 +68,6 @@ export class RunLifecycle {
     const runToken = continues === undefined ? mintToken() : '';
     const tokenHash = continues?.tokenHash ?? hashToken(runToken);
     const startedAt = continues?.startedAt ?? new Date().toISOString();
-    let stored: StoredRun;
-    try {
-      stored = continues
-        ? await this.ledger.transition(continues.runId, { state: 'running', worker: this.ledger.worker }, continues.revision)
-        : await this.ledger.create({
-            runId: identity.runId,
-            id: identity.id,
-            provider,
-            tokenHash,
-            state: 'running',
-            startedAt,
-            worker: this.ledger.worker,
-            ...(lineage.resumedFrom !== undefined && { resumedFrom: lineage.resumedFrom }),
-            ...(lineage.parentRunId !== undefined && { parentRunId: lineage.parentRunId }),
-            ...(lineage.restore !== undefined && { restore: lineage.restore }),
-          });
-    } catch (error) {
-      await run.dispose().catch(() => undefined);
-      lease.release();
-      throw error;
-    }
     let resolveSettled!: (result: SubagentResult) => void;
     let rejectSettled!: (error: unknown) => void;
     const settled = new Promise<SubagentResult>((resolve, reject) => {
@@ -107,10 +86,41 @@ export class RunLifecycle {
       startedAt,
       state: 'running',
       settled,
-      revision: stored.revision,
+      revision: 0,
       recorded: Promise.resolve(),
     };
+    // In the table before the record is awaited: the child is already working, and may start a
+    // nested run of its own (which looks its parent up) while its first record is committed.
+    const replaced = this.table.get(record.runId); // a checkpointed run taken over: its entry so far
     this.table.add(record);
+    const written = continues
+      ? this.ledger.transition(continues.runId, { state: 'running', worker: this.ledger.worker }, continues.revision)
+      : this.ledger.create({
+          runId: identity.runId,
+          id: identity.id,
+          provider,
+          tokenHash,
+          state: 'running',
+          startedAt,
+          worker: this.ledger.worker,
+          ...(lineage.resumedFrom !== undefined && { resumedFrom: lineage.resumedFrom }),
+          ...(lineage.parentRunId !== undefined && { parentRunId: lineage.parentRunId }),
+          ...(lineage.restore !== undefined && { restore: lineage.restore }),
+        });
+    // Later transitions (a dispose meanwhile) follow the first record.
+    record.recorded = written.then(
+      (stored) => void (record.revision = stored.revision),
+      () => undefined,
+    );
+    try {
+      await written;
+    } catch (error) {
+      this.table.forget(record);
+      if (replaced) this.table.add(replaced);
+      await run.dispose().catch(() => undefined);
+      lease.release();
+      throw error;
+    }
     this.log.info({ runId: record.runId, provider, owner: owner.id }, 'run started');
     run.result.finally(() => lease.release()).then(
       (result) => host.afterAnswer(() => this.settle(record, result, undefined, resolveSettled, rejectSettled)),

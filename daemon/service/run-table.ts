@@ -72,6 +72,12 @@ export class RunTable {
     if (run.parentRunId !== undefined) this.nested.add(run);
   }
 
+  /** A run whose publication failed: it never existed for anyone. */
+  forget(run: LiveRun): void {
+    if (this.runs.get(run.runId) === run) this.runs.delete(run.runId);
+    this.nested.delete(run);
+  }
+
   values(): IterableIterator<LiveRun> {
     return this.runs.values();
   }

@@ -1,7 +1,9 @@
 /**
  * The RunLedger of one daemon: records in the run index (run-index.ts, with its archive) and
- * admission by the in-memory AdmissionQueue. Every answer is ready when the call returns: the
- * Promise only satisfies the seam, so the single-daemon path does the same work as direct calls.
+ * admission by the in-memory AdmissionQueue. Every answer is ready when the call returns (the
+ * Promise only satisfies the seam), except `create`'s: it resolves once the run's first record
+ * is written by the index's group commit, so its starter never holds a token for a run that a
+ * crash would forget; the record is readable through `get` at once.
  *
  * Rules and failures:
  * - Revisions count up from 1 per run; records from before revisions read as 0.
@@ -44,9 +46,9 @@ export class LocalLedger implements RunLedger {
   create(run: NewRun): Promise<StoredRun> {
     if (this.index.get(run.runId)) return Promise.reject(conflict(`run ${run.runId} already has a record`));
     const stored: StoredRun = { ...run, revision: 1 };
-    // Written before returning: the starter is about to hold the run's token.
-    this.index.put(stored, true);
-    return Promise.resolve(stored);
+    this.index.put(stored);
+    // Written before the starter holds the run's token (the close of this turn's batch).
+    return this.index.committed().then(() => stored);
   }
 
   get(runId: string): Promise<StoredRun | undefined> {

@@ -4,10 +4,11 @@
  * its session lives, how it ended — so a restarted daemon can answer `run/wait`, mark runs it
  * never saw finish as interrupted, and never show a dead daemon's run as running.
  *
- * A run's first record is written at once, before its starter learns its token; later changes
- * are batched per event-loop turn into one write(2). No fsync: a killed process loses at most the
- * current turn's later changes (a run then reads as interrupted); a power cut may lose the tail,
- * which the reader tolerates as a torn line.
+ * Changes are batched per event-loop turn into one write(2) (group commit). `committed()`
+ * resolves once the records put so far are written: a new run's starter awaits it before it
+ * learns the run's token. No fsync: a killed process loses at most the current turn's changes
+ * (a run never answered; a later change then reads as interrupted); a power cut may lose the
+ * tail, which the reader tolerates as a torn line.
  *
  * Only runs that may still change are kept in memory (running, starting, checkpointed, and this
  * daemon's own until they are archived). At open, at each `archiveFinished` (gc), and after a
@@ -52,6 +53,9 @@ export class RunIndex {
   private size = 0;
   private fault: unknown;
   private retry: NodeJS.Timeout | undefined;
+  private batchScheduled = false;
+  /** Callers of `committed()` waiting for the next write attempt. */
+  private commitWaiters: Array<() => void> = [];
   readonly problems: IndexProblems;
   readonly archive: RunArchive;
   private archiveAt: number;
@@ -111,20 +115,43 @@ export class RunIndex {
     return moved;
   }
 
-  /** `now`: written before returning (a run's first record: its owner is about to hold its token). */
-  put(given: IndexedRun, now = false): void {
+  /** Seen by `get` at once; written with the rest of this event-loop turn's changes. */
+  put(given: IndexedRun): void {
     const run = given.result ? { ...given, result: storedResult(given.result, this.maxStoredOutputBytes) } : given;
     if (this.closed) return void this.runs.set(run.runId, run);
     this.runs.set(run.runId, run);
-    if (this.pending.size === 0 && !now) setImmediate(() => this.flushBatch());
+    if (!this.batchScheduled) {
+      // Scheduled even while records wait for a retry: this change's committer must hear back.
+      this.batchScheduled = true;
+      setImmediate(() => this.flushBatch());
+    }
     this.pending.delete(run.runId); // re-inserted last: the newest record is written last
     this.pending.set(run.runId, run);
-    if (now) this.flush();
+  }
+
+  /**
+   * Resolves after the write that carries every record put so far: at once when none waits.
+   * A failed write resolves it too: the records stay queued and the fault is reported, so the
+   * next start is refused (`assertRecordable`), as with any write fault.
+   */
+  committed(): Promise<void> {
+    if (this.pending.size === 0 || this.closed) return Promise.resolve();
+    return new Promise((resolve) => this.commitWaiters.push(resolve));
   }
 
   /** Writes the queued records now; a failure is kept (see the header), never thrown. */
   flush(): void {
     if (this.closed || this.pending.size === 0) return;
+    try {
+      this.write();
+    } finally {
+      const waiters = this.commitWaiters;
+      this.commitWaiters = [];
+      for (const resolve of waiters) resolve();
+    }
+  }
+
+  private write(): void {
     const lines = [...this.pending.values()].map((run) => `${JSON.stringify(run)}\n`).join('');
     try {
       this.fd ??= openSync(this.path, 'a', 0o600);
@@ -149,6 +176,7 @@ export class RunIndex {
 
   /** A batch's write, then, past `archiveAt` runs in memory, an archiving pass. */
   private flushBatch(): void {
+    this.batchScheduled = false;
     this.flush();
     if (this.closed || this.fault !== undefined || this.runs.size <= this.archiveAt) return;
     try {
