@@ -7,6 +7,7 @@
  * reported to `faults` (the daemon turns degraded), lines past a bounded backlog are dropped, and
  * the next line retries the write; the first one that lands clears the fault (see log-file.ts).
  * The file is not a pino/sonic-boom destination: their exit hooks retry a failing write for ever.
+ * File lines are written once per event-loop turn; `logger.flush()` writes them at once.
  */
 import { readlinkSync, writeSync } from 'node:fs';
 import { pino, type Logger } from 'pino';
@@ -34,10 +35,16 @@ export function createLogger(options: { file?: string; level?: string; stderr?: 
   if (options.file) streams.push({ level, stream: new LogFile(options.file, options.faults, LOG_BACKLOG_BYTES) });
   // Synchronous, and a closed stderr (a foreground daemon piped into `head`) loses the line only.
   if (options.stderr) streams.push({ level: 'warn', stream: stderrWriter(options.faults) });
-  return pino(
-    { level, base: { pid: process.pid }, redact: { paths: REDACT_PATHS, censor: '[redacted]' } },
-    streams.length > 0 ? pino.multistream(streams) : pino.destination({ dest: '/dev/null' }),
-  );
+  const settings = { level, base: { pid: process.pid }, redact: { paths: REDACT_PATHS, censor: '[redacted]' } };
+  if (streams.length === 0) return pino(settings, pino.destination({ dest: '/dev/null' }));
+  // `logger.flush()` asks the stream for `flush`, which a multistream lacks: give it its flushSync.
+  const multi = Object.assign(pino.multistream(streams), {
+    flush(done: (error?: Error) => void) {
+      multi.flushSync();
+      done();
+    },
+  });
+  return pino(settings, multi);
 }
 
 /**
