@@ -5,9 +5,10 @@
  * Rules:
  * - Publication puts the run in the run table, then records it and awaits the record (a new
  *   run: `create`, its record written before the starter holds the token; a checkpointed run
- *   taken over: a transition to `running` under this worker), then observes its result, announces it (`subagent/start`), and opens its host once the start
- *   is answered (run-hosting.ts). The settle waits for that opening: a run's end follows its
- *   start reply. If the record cannot be written, the child is disposed and the start fails.
+ *   taken over: a transition to `running` under this worker), then observes its result,
+ *   announces it (`subagent/start`), and opens its host once the start is answered
+ *   (run-hosting.ts). The settle waits for that opening: a run's end follows its start reply.
+ *   If the record cannot be written, the child is disposed and the start fails.
  * - Later changes of the record are transitions written in order, each from the revision the
  *   previous one returned; a failed one is logged (the run goes on; its record lags).
  * - A checkpointed run's settle is no outcome: its waiters get HANDED_OVER.
