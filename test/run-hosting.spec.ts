@@ -34,6 +34,24 @@ describe('OwnedRunHost', () => {
     expect(seen).toEqual(['r1:a', 'r1:b', 'settle', 'r1:c']);
   });
 
+  it('holds a permission prompt made before the answer until the answer is out, then asks under the run id', async () => {
+    const seen: string[] = [];
+    const owner: RunOwner = {
+      ...recordingOwner(seen),
+      askPermission: (params) => {
+        seen.push(`ask:${params.runId}`);
+        return Promise.resolve({ outcome: 'cancelled' });
+      },
+    };
+    const host = new OwnedRunHost('r1', owner, true, silent, 'spawn', 1 << 20);
+    const asked = host.askPermission({ toolCall: { toolCallId: 't1', title: 'Edit' }, options: [] } as never, new AbortController().signal);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(seen).toEqual([]);
+    host.answered();
+    await expect(asked).resolves.toEqual({ outcome: 'cancelled' });
+    expect(seen).toEqual(['ask:r1']);
+  });
+
   it('settles at once once answered, and answering twice sends nothing twice', () => {
     const seen: string[] = [];
     const host = new OwnedRunHost('r1', recordingOwner(seen), true, silent, 'spawn', 1 << 20);

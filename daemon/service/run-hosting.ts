@@ -6,8 +6,9 @@
  *   a run's events and its end reach the owner only after the answer that hands the run over
  *   (the start or resume reply) is out.
  *
- * The host is created closed. Until `answered()`, admitted events are held in order and the
- * settle waits (`afterAnswer`); `answered()` sends what was held, then lets the settle through.
+ * The host is created closed. Until `answered()`, admitted events are held in order, tool calls
+ * and permission prompts wait (the owner would not know the run id), and the settle waits
+ * (`afterAnswer`); `answered()` sends what was held, then lets the settle through.
  * The service opens it when the caller's StartAnswer reports the reply sent, or at once when the
  * caller takes the answer as a return value. A resumption re-arms the same host (`rearm`): a
  * provider keeps the chain's first host for the child's whole life.
@@ -28,6 +29,8 @@ export class OwnedRunHost implements RunHost {
   /** Events admitted before the answer went out (allocated only if one comes that early). */
   private held: RunEvent[] | undefined;
   private pendingSettle: (() => void) | undefined;
+  /** Tool calls and permission prompts made before the answer, resumed when it is out. */
+  private waiting: Array<() => void> | undefined;
   private runLog: Logger | undefined;
 
   constructor(
@@ -58,11 +61,13 @@ export class OwnedRunHost implements RunHost {
   }
 
   callTool(call: { callId: string; name: string; arguments: unknown }, signal: AbortSignal): Promise<ToolCallResult> {
+    if (!this.isAnswered) return this.whenAnswered().then(() => this.callTool(call, signal));
     if (!this.owner.open) return Promise.reject(new Error('the client that hosts this tool has disconnected'));
     return this.owner.callTool({ runId: this.runId, ...call }, signal);
   }
 
   askPermission(request: Omit<PermissionParams, 'runId'>, signal: AbortSignal): Promise<PermissionResult> {
+    if (!this.isAnswered) return this.whenAnswered().then(() => this.askPermission(request, signal));
     if (!this.owner.open) return Promise.resolve({ outcome: 'cancelled' });
     return this.owner.askPermission({ runId: this.runId, ...request }, signal);
   }
@@ -73,6 +78,11 @@ export class OwnedRunHost implements RunHost {
     if (!admitted) return;
     if (this.isAnswered) this.owner.notifyRunEvent({ runId: this.runId, event: admitted });
     else (this.held ??= []).push(admitted);
+  }
+
+  /** A tool call or prompt made before the answer: the owner cannot know the run id yet. */
+  private whenAnswered(): Promise<void> {
+    return new Promise((resolve) => (this.waiting ??= []).push(resolve));
   }
 
   /** Runs `settle` now if the run was answered, else right after it is. */
@@ -88,6 +98,9 @@ export class OwnedRunHost implements RunHost {
     const held = this.held;
     this.held = undefined;
     if (held && this.owner.open) for (const event of held) this.owner.notifyRunEvent({ runId: this.runId, event });
+    const waiting = this.waiting;
+    this.waiting = undefined;
+    for (const resume of waiting ?? []) resume();
     const settle = this.pendingSettle;
     this.pendingSettle = undefined;
     settle?.();
