@@ -6,12 +6,13 @@
  * say what the library's writer costs. The raw echo (no library) is in raw-echo.ts.
  */
 import { spawn } from 'node:child_process';
-import { createConnection, createServer, type Socket } from 'node:net';
+import { createConnection, type Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { createMessageConnection, SocketMessageReader, SocketMessageWriter, type MessageConnection, type MessageWriter } from 'vscode-jsonrpc/node';
 import { FrameWriter } from '../common/frame-writer.js';
 import type { Cleanup } from './procs.js';
 import { withTimeout } from './procs.js';
+import { listenUnix, type ClosableServer } from './unix-server.js';
 
 export const ECHO_METHOD = 'bench/echo';
 /** Echo that first sends one small notification, like `subagent/start` goes out before its answer. */
@@ -26,34 +27,17 @@ function writerFor(socket: Socket, kind: EchoKind): MessageWriter {
 }
 
 /** Listens on `path`; every connection answers `bench/echo` with its params. */
-export async function listenEcho(path: string, kind: EchoKind = 'library'): Promise<{ close(): Promise<void> }> {
-  const sockets = new Set<Socket>();
-  const server = createServer((socket) => {
-    sockets.add(socket);
+export function listenEcho(path: string, kind: EchoKind = 'library'): Promise<ClosableServer> {
+  return listenUnix(path, (socket) => {
     const connection = createMessageConnection(new SocketMessageReader(socket), writerFor(socket, kind));
     connection.onRequest(ECHO_METHOD, (params: unknown) => params);
     connection.onRequest(ECHO_NOTIFY_METHOD, (params: unknown) => {
       void connection.sendNotification(NOTE_METHOD, { runId: 'run_0123456789abcdef01234567', provider: 'echo', id: 'child', local: false });
       return params;
     });
-    socket.on('error', () => undefined);
-    socket.on('close', () => {
-      sockets.delete(socket);
-      connection.dispose();
-    });
+    socket.on('close', () => connection.dispose());
     connection.listen();
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(path, () => resolve());
-  });
-  return {
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const socket of sockets) socket.destroy();
-        server.close(() => resolve());
-      }),
-  };
 }
 
 /** The echo server as its own Node process; resolves once it listens. */

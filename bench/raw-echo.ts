@@ -4,8 +4,9 @@
  * vscode-jsonrpc adds on top of this (its reader's queue, one dispatch per event-loop turn, its
  * promises) is the difference between this floor and the library's echo.
  */
-import { createConnection, createServer, type Socket } from 'node:net';
+import { createConnection, type Socket } from 'node:net';
 import { frameOf } from '../protocol/framing.js';
+import { listenUnix, type ClosableServer } from './unix-server.js';
 
 /** Calls `onMessage` with each whole frame's parsed body, in order. */
 export function onFrames(socket: Socket, onMessage: (message: { id?: number; method?: string; params?: unknown; result?: unknown }) => void): void {
@@ -27,27 +28,12 @@ export function onFrames(socket: Socket, onMessage: (message: { id?: number; met
 }
 
 /** Listens on `path`; every request is answered with its params as the result. */
-export async function listenRawEcho(path: string): Promise<{ close(): Promise<void> }> {
-  const sockets = new Set<Socket>();
-  const server = createServer((socket) => {
-    sockets.add(socket);
-    socket.on('error', () => undefined);
-    socket.on('close', () => sockets.delete(socket));
+export function listenRawEcho(path: string): Promise<ClosableServer> {
+  return listenUnix(path, (socket) =>
     onFrames(socket, (message) => {
       if (message.id !== undefined) socket.write(frameOf({ jsonrpc: '2.0', id: message.id, result: message.params ?? null }).text);
-    });
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(path, () => resolve());
-  });
-  return {
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const socket of sockets) socket.destroy();
-        server.close(() => resolve());
-      }),
-  };
+    }),
+  );
 }
 
 export interface RawEchoClient {
