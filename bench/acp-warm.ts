@@ -6,7 +6,7 @@
  * Agents: the repo's SDK fixture agent and, when it is in the real-agent cache, Qwen Code 0.24.4
  * (its model is a local chat-completions server; start→ready never calls it).
  */
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { DaemonProvider } from '../daemon/provider.js';
@@ -21,6 +21,7 @@ import type { Report } from './report.js';
 import { ms, ratio, summarize, type Summary } from './stats.js';
 import { Table } from './table.js';
 import { startChatCompletionsServer, textResponse } from '../test/support/chat-completions-server.js';
+import { writeQwenSettings } from '../test/support/real-agents.js';
 import type { BenchWorld } from './workspace.js';
 
 const HELLO: ContentBlock[] = [{ type: 'text', text: 'hello' }];
@@ -95,16 +96,7 @@ async function pairs(agent: Agent, cleanup: Cleanup, cwd: string): Promise<{ col
 
 function qwenAgent(cleanup: Cleanup, modelUrl: string, pairCount: number): Agent {
   const home = cleanup.tempDir('subagentd-bench-qwen-');
-  mkdirSync(join(home, '.qwen'));
-  writeFileSync(
-    join(home, '.qwen', 'settings.json'),
-    JSON.stringify({
-      security: { auth: { selectedType: 'openai' } },
-      privacy: { usageStatisticsEnabled: false },
-      telemetry: { enabled: false },
-      general: { disableAutoUpdate: true, disableUpdateNag: true },
-    }),
-  );
+  writeQwenSettings(home);
   return {
     label: 'Qwen Code 0.24.4 (`qwen --acp`)',
     pairs: pairCount,

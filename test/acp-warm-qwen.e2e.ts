@@ -5,14 +5,14 @@
  * prompt through the fake model, a replacement is warmed, and nothing is left running at the end.
  * A package that cannot be installed fails the test: it never skips.
  */
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { DaemonProvider, DaemonRun } from '../daemon/provider.js';
 import { fakeHost, processGone, provider, request, textOf, waitFor, type Workspace } from './fixtures/acp-harness.js';
 import { startChatCompletionsServer, textResponse, type ChatCompletionsServer } from './support/chat-completions-server.js';
-import { installCached, type CachedPackage } from './support/real-agents.js';
+import { installCached, writeQwenSettings, type CachedPackage } from './support/real-agents.js';
 
 const ANSWER = 'Warm Qwen answered.';
 
@@ -55,17 +55,8 @@ afterAll(async () => {
 it('a start takes the pre-initialized Qwen Code process', { timeout: 180_000 }, async () => {
   const home = join(root, 'home');
   const work = join(root, 'work');
-  mkdirSync(join(home, '.qwen'), { recursive: true });
+  writeQwenSettings(home);
   mkdirSync(work);
-  writeFileSync(
-    join(home, '.qwen', 'settings.json'),
-    JSON.stringify({
-      security: { auth: { selectedType: 'openai' } },
-      privacy: { usageStatisticsEnabled: false },
-      telemetry: { enabled: false },
-      general: { disableAutoUpdate: true, disableUpdateNag: true },
-    }),
-  );
   pool = provider({
     name: 'qwen',
     command: process.execPath,

@@ -6,12 +6,11 @@
  * A package that cannot be installed fails the test: it never skips.
  */
 import { spawn } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { chunk, startChatCompletionsServer, textResponse, type ChatCompletionsServer, type ScriptedResponse } from './support/chat-completions-server.js';
 import { CliSandbox, cleanEnv, MAIN } from './support/cli-harness.js';
-import { installCached, type CachedPackage } from './support/real-agents.js';
+import { installCached, writeQwenSettings, type CachedPackage } from './support/real-agents.js';
 
 const TOOL = 'mcp__subagentd__subagent';
 const CHILD_ANSWER = 'The sandbox holds one README file.';
@@ -56,26 +55,18 @@ it('Qwen Code delegates once through mcp__subagentd__subagent and reads the chil
     ],
   });
   const home = join(box.root, 'home');
-  mkdirSync(join(home, '.qwen'), { recursive: true });
-  writeFileSync(
-    join(home, '.qwen', 'settings.json'),
-    JSON.stringify({
-      security: { auth: { selectedType: 'openai' } },
-      privacy: { usageStatisticsEnabled: false },
-      telemetry: { enabled: false },
-      general: { disableAutoUpdate: true, disableUpdateNag: true },
-      mcpServers: {
-        subagentd: {
-          command: process.execPath,
-          args: [MAIN, 'mcp', ...box.flags, '--model', `scripted:${script}`],
-          cwd: box.work,
-          trust: true,
-          alwaysLoadTools: true,
-          timeout: 120_000,
-        },
+  writeQwenSettings(home, {
+    mcpServers: {
+      subagentd: {
+        command: process.execPath,
+        args: [MAIN, 'mcp', ...box.flags, '--model', `scripted:${script}`],
+        cwd: box.work,
+        trust: true,
+        alwaysLoadTools: true,
+        timeout: 120_000,
       },
-    }),
-  );
+    },
+  });
   const child = spawn(process.execPath, [join(qwen.packageDir, 'cli-entry.js'), '-p', 'Find out what is in the working directory, using a subagent.', '--output-format', 'json'], {
     cwd: box.work,
     env: cleanEnv({ HOME: home, OPENAI_API_KEY: 'sk-fake', OPENAI_BASE_URL: model.baseUrl, OPENAI_MODEL: 'fake-model', CI: 'true', NO_COLOR: '1' }),

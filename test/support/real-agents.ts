@@ -67,3 +67,21 @@ export async function installCached(name: string, version: string, timeoutMs = 2
   }
   return { dir, packageDir, installed: true, ms: performance.now() - started };
 }
+
+/**
+ * Writes `<home>/.qwen/settings.json` for an offline Qwen Code: OpenAI-compatible auth (the fake
+ * model), no usage statistics, telemetry or update checks; `extra` adds keys (e.g. `mcpServers`).
+ */
+export function writeQwenSettings(home: string, extra: Record<string, unknown> = {}): void {
+  mkdirSync(join(home, '.qwen'), { recursive: true });
+  writeFileSync(
+    join(home, '.qwen', 'settings.json'),
+    JSON.stringify({
+      security: { auth: { selectedType: 'openai' } },
+      privacy: { usageStatisticsEnabled: false },
+      telemetry: { enabled: false },
+      general: { disableAutoUpdate: true, disableUpdateNag: true },
+      ...extra,
+    }),
+  );
+}
