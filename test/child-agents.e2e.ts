@@ -9,7 +9,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   type ClientStartRequest,
   type ClientTool,
@@ -23,7 +23,7 @@ import {
 } from '../client/index.js';
 import { chunk, errorResponse, textResponse, toolCallResponse, usageOnlyChunk, type StreamStep } from './support/chat-completions-server.js';
 import { waitFor, type DaemonProcess } from './support/daemon-process.js';
-import { ClientPool, RunPool, since, startE2eDaemon } from './support/e2e-daemon.js';
+import { ClientPool, perTestModelServer, RunPool, since, startE2eDaemon } from './support/e2e-daemon.js';
 import { contentText, ModelServer, type WireMessage } from './support/e2e-model-server.js';
 import { rejection } from './support/assertions.js';
 
@@ -60,14 +60,7 @@ afterAll(async () => {
   if (scriptsDir) rmSync(scriptsDir, { recursive: true, force: true });
 });
 
-beforeEach(async () => {
-  await server.beginTest();
-});
-
-afterEach(async () => {
-  await runs.disposeAll();
-  await clients.closeAll();
-});
+perTestModelServer(() => server, runs, clients);
 
 // ---------------------------------------------------------------------------------------------
 // Helpers

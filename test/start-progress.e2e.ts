@@ -8,12 +8,12 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ContentBlock, RemoteSubagentService, RunEvent, StartProgress, SubagentRun } from '../client/index.js';
 import { makeWorkspace, SDK_AGENT, waitFor, type Workspace } from './fixtures/acp-harness.js';
 import { errorResponse, textResponse } from './support/chat-completions-server.js';
 import { startDaemon, type DaemonProcess } from './support/daemon-process.js';
-import { ClientPool, RunPool } from './support/e2e-daemon.js';
+import { ClientPool, perTestModelServer, RunPool } from './support/e2e-daemon.js';
 import { ModelServer } from './support/e2e-model-server.js';
 import { RawPeer } from './support/raw-peer.js';
 
@@ -46,14 +46,7 @@ afterAll(async () => {
   if (cwd) rmSync(cwd, { recursive: true, force: true });
 });
 
-beforeEach(async () => {
-  await server.beginTest();
-});
-
-afterEach(async () => {
-  await runs.disposeAll();
-  await clients.closeAll();
-});
+perTestModelServer(() => server, runs, clients);
 
 const text = (value: string): ContentBlock[] => [{ type: 'text', text: value }];
 const parent = (name: string) => ({ sessionId: `progress-${name}`, cwd });

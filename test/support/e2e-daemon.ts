@@ -3,6 +3,7 @@
  * providers, whose environment the test chooses, plus small helpers around it.
  */
 import { existsSync, readFileSync } from 'node:fs';
+import { afterEach, beforeEach } from 'vitest';
 import { connect, type RemoteSubagentService } from '../../client/index.js';
 import { startDaemon, type DaemonProcess } from './daemon-process.js';
 
@@ -65,4 +66,17 @@ export function childPids(pid: number): number[] {
     if (item !== '') out.push(Number(item));
   }
   return out;
+}
+
+/**
+ * Per-test hooks of the model-server suites: the model server's script is reset before each test,
+ * and the test's runs are disposed and its clients closed after it. `server` is a getter because
+ * suites start the server in `beforeAll`.
+ */
+export function perTestModelServer(server: () => { beginTest(): Promise<void> }, runs: RunPool, clients: ClientPool): void {
+  beforeEach(() => server().beginTest());
+  afterEach(async () => {
+    await runs.disposeAll();
+    await clients.closeAll();
+  });
 }
