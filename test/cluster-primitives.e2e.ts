@@ -93,6 +93,18 @@ describe('cluster primitives on a real nats-server', () => {
     expect(() => l.assertOnline()).not.toThrow();
   });
 
+  it('members starting together all open the one records bucket (no "subjects overlap")', async () => {
+    const links = await Promise.all(['s1', 's2', 's3', 's4', 's5', 's6'].map((id) => link(id)));
+    // The window is one round trip wide (look, then add); several fresh buckets make it likely.
+    for (let round = 0; round < 8; round++) {
+      const opened = await Promise.all(links.map((l) => RunRecords.open<ClusterRun>(l, `racing_open_${round}`)));
+      for (const records of opened) cleanups.push(() => records.close());
+      const run = queuedRun('racer');
+      await opened[0]!.create(run);
+      for (const records of opened) expect((await records.get(run.runId))?.record.runId).toBe(run.runId);
+    }
+  });
+
   it('max_ack_pending holds the cap cluster-wide: 20 clients, 4 greedy members, never more than 3 at once', async () => {
     const cap = 3;
     const members = await Promise.all([0, 1, 2, 3].map((i) => member(`m${i}`, cap)));

@@ -35,7 +35,12 @@ export class RunRecords<T extends { readonly runId: string }> {
   private constructor(private readonly kv: KV) {}
 
   static async open<T extends { readonly runId: string }>(link: NatsLink, bucket: string, history = 5): Promise<RunRecords<T>> {
-    const kv = await new Kvm(link.js).create(bucket, { history, storage: 'file' } as never);
+    const kvm = new Kvm(link.js);
+    // Members start together: when another created the bucket between our look and our add,
+    // the server refuses ours ("subjects overlap"), and the bucket it made is the one to open.
+    const kv = await kvm
+      .create(bucket, { history, storage: 'file' } as never)
+      .catch(async (error: unknown) => (await link.jsm.streams.info(`KV_${bucket}`).catch(() => Promise.reject(error)), kvm.open(bucket)));
     const records = new RunRecords<T>(kv);
     await records.watch();
     return records;
