@@ -192,7 +192,7 @@ export async function runsCommand(
     });
     if (settings.json) print(JSON.stringify(runs, null, 2));
     else if (runs.length === 0) print('no runs');
-    else print(table(['RUN', 'STATE', 'PROVIDER', 'STOP REASON', 'STARTED', 'SETTLED'], runs.map(row)));
+    else print(table(RUN_COLUMNS, runs.map(row)));
     // On stderr, so stdout stays one table (or one JSON array) per page.
     if (nextCursor !== undefined) process.stderr.write(`more runs: subagentd runs --cursor ${nextCursor}\n`);
     return 0;
@@ -201,7 +201,17 @@ export async function runsCommand(
   }
 }
 
-const row = (r: RunInfo): string[] => [r.runId, r.state, r.provider, r.stopReason ?? '-', since(r.startedAt), since(r.settledAt)];
+const RUN_COLUMNS = ['RUN', 'STATE', 'PROVIDER', 'STOP REASON', 'STARTED', 'SETTLED', 'WORKER'];
+/** WORKER: the daemon executing the run, `host:pid` (a daemon older than protocol 1.3 sends none). */
+const row = (r: RunInfo): string[] => [
+  r.runId,
+  r.state,
+  r.provider,
+  r.stopReason ?? '-',
+  since(r.startedAt),
+  since(r.settledAt),
+  r.worker ? `${r.worker.host}:${r.worker.pid}` : '-',
+];
 
 export async function inspectCommand(settings: CommonSettings, runId: string, follow: boolean): Promise<number> {
   const client = await openClient(settings, { autoStart: false });
@@ -216,7 +226,7 @@ export async function inspectCommand(settings: CommonSettings, runId: string, fo
         return 0;
       }
       if (shown === 0) {
-        print(table(['RUN', 'STATE', 'PROVIDER', 'STOP REASON', 'STARTED', 'SETTLED'], [row(run)]));
+        print(table(RUN_COLUMNS, [row(run)]));
         if (session?.header) print(describeHeader(session.header));
       }
       for (const event of session?.events.slice(shown) ?? []) print(describeEvent(event));

@@ -22,6 +22,7 @@ import type {
   SubagentProvider,
   SubagentStartRequestBase,
   ToolCallResult,
+  WorkerRef,
 } from '../protocol/index.js';
 
 /** What a running child may ask of the client that owns it. */
@@ -64,6 +65,8 @@ export interface DaemonRun extends Omit<SubagentRun, 'resume'> {
   resume?(content: ContentBlock[], options?: { signal?: AbortSignal }): Promise<DaemonRun>;
   /** Optional: stop at a step boundary (`after-step`); without it every interrupt is `now`. */
   interrupt?(level: InterruptLevel): void;
+  /** The daemon executing the child, when that is not this one (a cluster member); read at each look, it may move. */
+  readonly worker?: WorkerRef | undefined;
 }
 
 /** What a later daemon knows of a child it did not run: from the run index. */

@@ -183,6 +183,10 @@ export const startEvent = seamShaped<SubagentStartEvent>()(obj(startEventPropert
 export const runState = oneOfValues(['starting', 'running', 'settled', 'disposed']);
 export type RunState = Infer<typeof runState>;
 
+/** The daemon executing a run: a cluster member, or the one daemon. `pid` is that daemon's own process. */
+export const workerRef = obj({ id: nonEmpty(256), host: str(256), pid: count }, ['id', 'host', 'pid']);
+export type WorkerRef = Infer<typeof workerRef>;
+
 export const runInfo = obj(
   {
     runId,
@@ -199,6 +203,8 @@ export const runInfo = obj(
     usage,
     /** The settled result's diagnostic (why it failed, what was refused), as stored. */
     diagnostic: str(8192),
+    /** 1.3: the daemon executing (or that executed) the run; sent only to clients of minor 3 or later. */
+    worker: workerRef,
   },
   ['runId', 'id', 'provider', 'state', 'startedAt', 'mine'],
 );

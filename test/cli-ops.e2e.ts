@@ -3,6 +3,7 @@
  * draining stop while a child is still working.
  */
 import { existsSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunInfo, SessionEvent, SessionHeader, StatusResult } from '../protocol/index.js';
@@ -104,14 +105,16 @@ describe('a daemon managed by start, restart and stop', () => {
 
     expect(runs.code, runs.stderr).toBe(0);
     const [header, ...rows] = runs.stdout.trimEnd().split('\n');
-    expect(header).toMatch(/^RUN\s+STATE\s+PROVIDER\s+STOP REASON\s+STARTED\s+SETTLED$/);
+    expect(header).toMatch(/^RUN\s+STATE\s+PROVIDER\s+STOP REASON\s+STARTED\s+SETTLED\s+WORKER$/);
     expect(rows).toHaveLength(1);
-    expect(rows[0]).toMatch(new RegExp(`^${lit(runId)}\\s+disposed\\s+spawn\\s+completed\\s+\\d+s ago\\s+\\d+s ago$`));
+    // A single daemon executes its runs itself: WORKER is this host and the daemon's pid.
+    expect(rows[0]).toMatch(new RegExp(`^${lit(runId)}\\s+disposed\\s+spawn\\s+completed\\s+\\d+s ago\\s+\\d+s ago\\s+${lit(hostname())}:${pid}$`));
 
     expect(runsJson.code, runsJson.stderr).toBe(0);
     const list = JSON.parse(runsJson.stdout) as RunInfo[];
     expect(list).toHaveLength(1);
     expect(list[0]).toMatchObject({ runId, provider: 'spawn', state: 'disposed', stopReason: 'completed', mine: false });
+    expect(list[0]!.worker).toEqual({ id: epoch, host: hostname(), pid });
     expect(list[0]!.usage).toMatchObject({ promptTokens: 3002, completionTokens: 123 });
 
     // inspect: the record, the session header and every event as a line a person reads.
@@ -132,7 +135,7 @@ describe('a daemon managed by start, restart and stop', () => {
 
     expect(inspectJson.code, inspectJson.stderr).toBe(0);
     const detail = JSON.parse(inspectJson.stdout) as { run: RunInfo; header: SessionHeader; events: SessionEvent[] };
-    expect(detail.run).toMatchObject({ runId, state: 'disposed', stopReason: 'completed' });
+    expect(detail.run).toMatchObject({ runId, state: 'disposed', stopReason: 'completed', worker: { id: epoch, host: hostname(), pid } });
     expect(detail.header).toMatchObject({ provider: 'spawn', model: HELLO, cwd: box.work, delegationDepth: 1 });
     expect(detail.header.id).toBe(detail.run.id);
     const types = detail.events.map((e) => e.type);

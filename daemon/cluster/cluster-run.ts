@@ -3,18 +3,14 @@
  * moves queued → running → settled → disposed, each step a compare-and-set; a takeover after a
  * member's death is running → running with a new worker, a new attempt and the same lease.
  */
-import type { SubagentErrorCode, SubagentResult } from '../../protocol/index.js';
+import type { SubagentErrorCode, SubagentResult, WorkerRef } from '../../protocol/index.js';
 import type { ProviderStartRequest } from '../provider.js';
 
 /** A start request as it travels: everything but what lives only in the submitting process. */
 export type QueuedStart = Omit<ProviderStartRequest, 'signal' | 'host' | 'report'>;
 
 /** The member executing a run: `pid` is that daemon's own process. */
-export interface WorkerRef {
-  readonly id: string;
-  readonly host: string;
-  readonly pid: number;
-}
+export type { WorkerRef };
 
 export type ClusterRunState = 'queued' | 'running' | 'settled' | 'disposed';
 

@@ -67,6 +67,7 @@ import {
   type GcResult,
   type SessionLogResult,
   type InitializeResult,
+  type RunInfo,
   type PermissionParams,
   type PermissionResult,
   type ProgressToken,
@@ -142,6 +143,8 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
   clientName = 'unknown';
   /** Whether the client's protocol knows `retry` run events (1.1 and later); a 1.0 client would drop them as invalid. */
   private takesRetryEvents = true;
+  /** Whether the client's protocol knows RunInfo's `worker` (1.3 and later); its closed schema would refuse it before. */
+  private takesWorker = true;
 
   constructor(
     readonly id: string,
@@ -419,9 +422,12 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
     this.handle(SendMessageRequest, async ({ runId, content }) => (await service.sendMessage(runId, this, content), {}));
     this.handle(ResumeRequest, ({ runId, prompt, stream }) => service.resume(runId, this, prompt, stream === true, undefined, this));
     this.handle(WaitRequest, ({ runId }) => service.wait(runId, this));
-    this.handle(AttachRequest, ({ runId, runToken, stream }) => service.attach(runId, runToken, this, stream));
-    this.handle(RunsListRequest, (params) => service.list(this, params));
-    this.handle(InspectRequest, ({ runId, runToken }) => service.inspect(runId, this, runToken));
+    this.handle(AttachRequest, async ({ runId, runToken, stream }) => this.fitRun(await service.attach(runId, runToken, this, stream)));
+    this.handle(RunsListRequest, async (params) => {
+      const page = await service.list(this, params);
+      return this.takesWorker ? page : { ...page, runs: page.runs.map(withoutWorker) };
+    });
+    this.handle(InspectRequest, async ({ runId, runToken }) => this.fitRun(await service.inspect(runId, this, runToken)));
     this.handle(StatusRequest, () => this.ctx.status());
     const children = this.ctx.children;
     this.handle(ChildStartRequest, (params, signal) => children.start(params, this, signal));
@@ -465,6 +471,7 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
     }
     this.initialized = true;
     this.takesRetryEvents = minorOf(version) >= 1;
+    this.takesWorker = minorOf(version) >= 3;
     const client = params.clientInfo ?? { name: 'lsp-client' };
     this.clientName = `${client.name}@${client.version ?? '?'}`;
     this.log.info({ client: this.clientName, lsp }, 'client initialized');
@@ -525,6 +532,11 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
     });
   }
 
+  /** A reply carrying one run's info, as this client's protocol minor can take it. */
+  private fitRun<T extends { run: RunInfo }>(reply: T): T {
+    return this.takesWorker ? reply : { ...reply, run: withoutWorker(reply.run) };
+  }
+
   private toResponseError(method: string, error: unknown): ResponseError<SubagentErrorData> {
     if (error instanceof SubagentError) {
       return new ResponseError(SUBAGENT_ERROR_CODES[error.code], error.message, error.data);
@@ -533,4 +545,9 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
     const message = error instanceof Error ? error.message : String(error);
     return new ResponseError<SubagentErrorData>(JSONRPC_ERRORS.INTERNAL_ERROR, `${method} failed: ${message}`);
   }
+}
+
+function withoutWorker(run: RunInfo): RunInfo {
+  const { worker: _worker, ...rest } = run;
+  return rest;
 }

@@ -85,6 +85,7 @@ export class RunLifecycle {
       abort,
       host,
       startedAt,
+      worker: run.worker ?? this.ledger.worker,
       state: 'running',
       settled,
       revision: 0,
@@ -103,7 +104,7 @@ export class RunLifecycle {
           tokenHash,
           state: 'running',
           startedAt,
-          worker: this.ledger.worker,
+          worker: record.worker,
           ...(lineage.resumedFrom !== undefined && { resumedFrom: lineage.resumedFrom }),
           ...(lineage.parentRunId !== undefined && { parentRunId: lineage.parentRunId }),
           ...(lineage.restore !== undefined && { restore: lineage.restore }),
@@ -175,16 +176,24 @@ export class RunLifecycle {
       const result = boundedResult(given, this.maxOutputBytes, record.host?.budget.truncated === true);
       record.result = result;
       resolve(result);
-      this.record(record, { state: record.state, settledAt: record.settledAt, result });
+      this.record(record, { state: record.state, settledAt: record.settledAt, result, ...this.movedWorker(record) });
       this.emit(record, { kind: 'end', payload: { ...endEventOf(base, result), result } });
     } else {
       const message = error instanceof Error ? error.message : String(error);
       this.log.error({ err: error, runId: record.runId }, 'run failed with an infrastructure fault');
       reject(error instanceof Error ? error : new Error(message));
       const failure: SubagentResult = { output: [], stopReason: 'error', diagnostic: `infrastructure fault: ${message}` };
-      this.record(record, { state: record.state, settledAt: record.settledAt, result: failure });
+      this.record(record, { state: record.state, settledAt: record.settledAt, result: failure, ...this.movedWorker(record) });
       this.emit(record, { kind: 'end', payload: { ...base, stopReason: 'error', error: { message } } });
     }
+  }
+
+  /** A cluster run may have moved to another member since it was recorded (a takeover): the record follows. */
+  private movedWorker(record: LiveRun): { worker?: LiveRun['worker'] } {
+    const now = record.run?.worker;
+    if (now === undefined || now.id === record.worker.id) return {};
+    record.worker = now;
+    return { worker: now };
   }
 
   /** The owner first, then lifecycle listeners; a throwing or rejecting listener is logged, never fatal. */
@@ -218,6 +227,7 @@ export class RunLifecycle {
         await record.settled.catch(() => undefined);
       } finally {
         record.state = 'disposed';
+        record.worker = record.run?.worker ?? record.worker;
         // A disposed child's session stays on disk; holding it in memory too would only grow.
         record.run = undefined;
         const keep = record.checkpointed || record.keptForNextDaemon || (this.shuttingDown() && record.owner.durable === true);

@@ -10,7 +10,7 @@
  *   run of another connection or one known only from the ledger (attach with its token first).
  * - Cancelling a run cancels the runs its child started (nested delegation), depth first.
  */
-import { SubagentError, type RunState, type SubagentResult } from '../../protocol/index.js';
+import { SubagentError, type RunState, type SubagentResult, type WorkerRef } from '../../protocol/index.js';
 import type { DaemonRun } from '../provider.js';
 import type { RunLedger } from '../store/run-ledger.js';
 import type { OwnedRunHost } from './run-hosting.js';
@@ -32,6 +32,8 @@ export interface LiveRun {
   readonly abort: AbortController;
   host: OwnedRunHost | undefined;
   readonly startedAt: string;
+  /** The daemon executing the child as last known (the child's own `worker` is fresher while it lives). */
+  worker: WorkerRef;
   state: RunState;
   settledAt?: string;
   result?: SubagentResult;

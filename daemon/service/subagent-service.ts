@@ -275,6 +275,7 @@ export class SubagentService {
       abort: new AbortController(),
       host: undefined,
       startedAt: stored.startedAt,
+      worker: stored.worker,
       state: storedState(stored),
       settledAt: stored.settledAt ?? stored.startedAt,
       result,

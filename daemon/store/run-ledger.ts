@@ -20,14 +20,10 @@
  * - A write that cannot be made durable never throws at the caller of a settled run's
  *   transition; `assertRecordable` refuses new runs while runs cannot be recorded.
  */
-import type { RunInfo, RunState, RunsListParams, RunsListResult, SubagentResult, ToolFilter } from '../../protocol/index.js';
+import type { RunInfo, RunState, RunsListParams, RunsListResult, SubagentResult, ToolFilter, WorkerRef } from '../../protocol/index.js';
 
 /** The member executing a run: `id` is its epoch (unique per daemon process), `pid` that daemon's own. */
-export interface WorkerRef {
-  readonly id: string;
-  readonly host: string;
-  readonly pid: number;
-}
+export type { WorkerRef };
 
 /** `checkpointed`: stopped at a drain's timeout, to be continued by the next daemon. */
 export type StoredState = RunState | 'checkpointed';
