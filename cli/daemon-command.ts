@@ -101,6 +101,7 @@ export async function daemonCommand(argv: string[]): Promise<number> {
     ...(delegation && { delegation }),
     stateDir: settings.stateDir,
     providers: cluster ? cluster.wrap(providers) : providers,
+    ...(cluster && { ledger: (local) => cluster.ledger(local) }),
     log,
     faults,
     requireToken: settings.config.requireToken ?? true,

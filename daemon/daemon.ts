@@ -28,6 +28,7 @@ import { ChildIndex } from './store/child-index.js';
 import type { Delegation } from './service/delegation.js';
 import { DEFAULT_ADMISSION_LIMITS, type AdmissionLimits } from './store/admission-queue.js';
 import { LocalLedger } from './store/local-ledger.js';
+import type { RunLedger } from './store/run-ledger.js';
 import { agentGroupsDir, reapAgentGroups } from './providers/acp/agent-groups.js';
 import { acquireStateLock } from './ops/state-lock.js';
 import { startupFailure } from './ops/startup-error.js';
@@ -70,6 +71,8 @@ export interface DaemonOptions {
   readonly detachGraceMs?: number;
   /** The shared concurrency budget (see admission-queue.ts). */
   readonly admission?: Partial<AdmissionLimits>;
+  /** The service's ledger built on this daemon's own (a cluster member's answers for the whole pool); default: the local one. */
+  readonly ledger?: (local: LocalLedger) => RunLedger;
   /** Cap on one run's output and on its event stream (protocol/output-cap.ts; default 2 MiB). */
   readonly maxOutputBytes?: number;
   /** The config and environment in force, for status (see reload.ts). */
@@ -140,7 +143,8 @@ export function createDaemon(options: DaemonOptions): Daemon {
   for (const problem of index.problems.corrupt) {
     log.error({ file: files.runIndex, line: problem.line, reason: problem.reason }, 'run index: corrupt line kept aside in a .corrupt copy');
   }
-  const ledger = new LocalLedger(index, { ...DEFAULT_ADMISSION_LIMITS, ...options.admission }, identity.epoch);
+  const local = new LocalLedger(index, { ...DEFAULT_ADMISSION_LIMITS, ...options.admission }, identity.epoch);
+  const ledger = options.ledger?.(local) ?? local;
   const service = new SubagentService(log, {
     ledger,
     ...(options.detachGraceMs !== undefined && { detachGraceMs: options.detachGraceMs }),

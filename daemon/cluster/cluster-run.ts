@@ -2,6 +2,9 @@
  * The record of one run of the cluster, as stored in the KV bucket (run-records.ts). Its state
  * moves queued → running → settled → disposed, each step a compare-and-set; a takeover after a
  * member's death is running → running with a new worker, a new attempt and the same lease.
+ * Besides the executing member, the owner's side writes two things by compare-and-set: the
+ * token's hash once the run is published, and `ownerMember` when its client re-attaches
+ * elsewhere. Neither changes who executes the run (cluster-worker.ts rebases onto them).
  */
 import type { SubagentErrorCode, SubagentResult, WorkerRef } from '../../protocol/index.js';
 import type { ProviderStartRequest } from '../provider.js';
@@ -18,7 +21,11 @@ export interface ClusterRun {
   readonly runId: string;
   /** Whom fairness is counted for: the submitting client (its owner key's hash, or its connection). */
   readonly owner: string;
-  /** The member whose client submitted the run: its notifications go there. */
+  /**
+   * The member whose client owns the run: its events and tool calls go there. The submitting
+   * member first; a client that re-attaches through another member moves it there (by
+   * compare-and-set), and the executing member follows the move.
+   */
   readonly ownerMember: string;
   readonly provider: string;
   readonly state: ClusterRunState;
@@ -38,4 +45,11 @@ export interface ClusterRun {
   readonly result?: SubagentResult;
   /** Set when the start failed (the child never existed): the submitter's start rejects with it. */
   readonly startError?: { readonly code: SubagentErrorCode; readonly message: string };
+  /**
+   * The sha256 of the owner's run token, written by the submitting member once the run is
+   * published: any member checks a re-attach against it. Until then no member lists the run.
+   */
+  readonly tokenHash?: string;
+  /** Nested delegation: the run whose child started this one. */
+  readonly parentRunId?: string;
 }

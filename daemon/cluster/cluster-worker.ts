@@ -23,7 +23,7 @@ import { SubagentError, type InterruptLevel, type SubagentResult } from '../../p
 import type { DaemonProvider, DaemonRun, RunHost } from '../provider.js';
 import { sessionFilePath } from '../ops/paths.js';
 import type { ClusterRun } from './cluster-run.js';
-import type { MemberRelay } from './member-relay.js';
+import type { MemberRelay, RelayTarget } from './member-relay.js';
 import type { NatsLink } from './nats-link.js';
 import type { ClusterNames } from './names.js';
 import type { Claim, ClusterScheduler } from './scheduler.js';
@@ -47,6 +47,8 @@ export interface ClusterWorkerOptions {
 
 interface Execution {
   readonly runId: string;
+  /** Where the child's events and calls go; follows the record's `ownerMember`. */
+  readonly target: RelayTarget;
   readonly abort: AbortController;
   readonly lease: Lease;
   lost: boolean;
@@ -60,6 +62,7 @@ export class ClusterWorker {
   private readonly stop = new AbortController();
   private readonly executing = new Map<string, Execution>();
   private loops: Promise<void>[] = [];
+  private unfollowOwners: (() => void) | undefined;
 
   constructor(
     private readonly link: NatsLink,
@@ -72,6 +75,11 @@ export class ClusterWorker {
   ) {}
 
   start(): void {
+    // A client that re-attached through another member moved the run's owner: follow it.
+    this.unfollowOwners = this.scheduler.records.onChange((record) => {
+      const execution = this.executing.get(record.runId);
+      if (execution && ours(execution, record)) execution.target.ownerMember = record.ownerMember;
+    });
     for (let i = 0; i < this.options.slots; i++) this.loops.push(this.loop());
   }
 
@@ -85,6 +93,7 @@ export class ClusterWorker {
   /** Stops pulling and lets go of every run here; pulls still pending end when the link closes. */
   async close(): Promise<void> {
     this.stop.abort();
+    this.unfollowOwners?.();
     for (const execution of this.executing.values()) this.letGo(execution, 'the member is stopping');
     await Promise.allSettled([...this.executing.values()].map((e) => e.run?.dispose()));
   }
@@ -116,6 +125,7 @@ export class ClusterWorker {
     });
     const execution: Execution = {
       runId,
+      target: { runId, ownerMember: claim.run.ownerMember },
       abort: new AbortController(),
       lease,
       lost: false,
@@ -126,7 +136,7 @@ export class ClusterWorker {
     this.executing.set(runId, execution);
     lease.keepAlive(() => this.letGo(execution, 'its lease lapsed (no heartbeat reached NATS for ack_wait)'));
     let mirror: SessionMirror | undefined;
-    const remote = this.relay.remoteHost(runId, claim.run.ownerMember, {
+    const remote = this.relay.remoteHost(execution.target, {
       log,
       ...(this.options.maxOutputBytes !== undefined && { maxOutputBytes: this.options.maxOutputBytes }),
     });
@@ -220,15 +230,30 @@ export class ClusterWorker {
     }
   }
 
-  /** Compare-and-set from the revision this member holds; a conflict means the run is no longer ours. */
+  /**
+   * Compare-and-set from the revision this member holds. On a conflict the record is read again:
+   * if it still names this member at this attempt under this lease, only the owner's side wrote
+   * (the token's hash, a moved owner) and the write is made again on top of it; otherwise the run
+   * is no longer ours.
+   */
   private async record(execution: Execution, patch: Partial<ClusterRun>): Promise<void> {
-    const next: ClusterRun = { ...execution.record, ...patch };
-    try {
-      execution.revision = await this.scheduler.records.transition(execution.runId, next, execution.revision);
-      execution.record = next;
-    } catch (error) {
-      if (error instanceof SubagentError && error.code === 'REVISION_CONFLICT') this.letGo(execution, 'another member took the run over');
-      throw error;
+    for (;;) {
+      const next: ClusterRun = { ...execution.record, ...patch };
+      try {
+        execution.revision = await this.scheduler.records.transition(execution.runId, next, execution.revision);
+        execution.record = next;
+        return;
+      } catch (error) {
+        if (!(error instanceof SubagentError && error.code === 'REVISION_CONFLICT')) throw error;
+        const current = await this.scheduler.records.get(execution.runId);
+        if (!current || !ours(execution, current.record)) {
+          this.letGo(execution, 'another member took the run over');
+          throw error;
+        }
+        execution.record = current.record;
+        execution.revision = current.revision;
+        execution.target.ownerMember = current.record.ownerMember;
+      }
     }
   }
 
@@ -254,4 +279,15 @@ export class ClusterWorker {
     execution.closeControl();
     this.executing.delete(execution.runId);
   }
+}
+
+/** The record still names this execution: same worker, attempt and lease, and not ended by another. */
+function ours(execution: Execution, record: ClusterRun): boolean {
+  const mine = execution.record;
+  return (
+    record.worker?.id === mine.worker?.id &&
+    record.attempt === mine.attempt &&
+    record.lease === mine.lease &&
+    (record.state === 'running' || record.state === mine.state)
+  );
 }

@@ -3,13 +3,17 @@
  * `join` connects (CLUSTER_UNAVAILABLE, naming the URL, when it cannot), creates or opens the
  * queue, the run records and the session stream, and wraps the daemon's providers so starts go
  * to the shared queue (cluster-provider.ts); `start` begins executing runs from the queue
- * (cluster-worker.ts); `close` lets go of what executes here (another member continues it) and
+ * (cluster-worker.ts); `ledger` gives the service a ledger that answers for every run of the
+ * pool (cluster-ledger.ts); `close` lets go of what executes here (another member continues it) and
  * disconnects.
  */
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { DaemonProvider } from '../provider.js';
+import type { LocalLedger } from '../store/local-ledger.js';
+import type { RunLedger } from '../store/run-ledger.js';
+import { ClusterLedger } from './cluster-ledger.js';
 import { clusterProvider, type FrontContext } from './cluster-provider.js';
 import type { ClusterRun, WorkerRef } from './cluster-run.js';
 import { ClusterWorker } from './cluster-worker.js';
@@ -49,6 +53,7 @@ export class Cluster {
     private readonly executor: ClusterWorker,
     private readonly front: FrontContext,
     private readonly stopFollowing: () => void,
+    private readonly log: Logger,
   ) {}
 
   static async join(options: ClusterOptions, providers: readonly DaemonProvider[]): Promise<Cluster> {
@@ -87,7 +92,7 @@ export class Cluster {
         ...(options.maxOutputBytes !== undefined && { maxOutputBytes: options.maxOutputBytes }),
       });
       link.onChange((online) => options.log[online ? 'info' : 'warn']({ url: options.url }, online ? 'cluster: NATS reconnected' : 'cluster: NATS connection lost; refusing new runs until it is back'));
-      return new Cluster(worker, link, names, scheduler, relay, executor, front, stopFollowing);
+      return new Cluster(worker, link, names, scheduler, relay, executor, front, stopFollowing, options.log.child({ cluster: worker.id }));
     } catch (error) {
       await link.close();
       throw error;
@@ -97,6 +102,11 @@ export class Cluster {
   /** The daemon's providers as the service should register them: starts go to the queue. */
   wrap(providers: readonly DaemonProvider[]): DaemonProvider[] {
     return providers.map((provider) => clusterProvider(provider, this.front));
+  }
+
+  /** The service's ledger on this member: the daemon's own, plus every run of the pool (cluster-ledger.ts). */
+  ledger(local: LocalLedger): RunLedger {
+    return new ClusterLedger(local, this.front, this.worker, this.log);
   }
 
   /** Begin executing runs from the shared queue. */

@@ -23,6 +23,12 @@ type Inbound =
   | { kind: 'tool'; runId: string; call: { callId: string; name: string; arguments: unknown } }
   | { kind: 'permission'; runId: string; request: Omit<PermissionParams, 'runId'> };
 
+/** Where an executing child's messages go: its run and that run's owner member, read at each message (the owner may move). */
+export interface RelayTarget {
+  readonly runId: string;
+  ownerMember: string;
+}
+
 type Answer = { ok: unknown } | { error: string };
 
 export class MemberRelay {
@@ -51,12 +57,13 @@ export class MemberRelay {
     this.hosts.delete(runId);
   }
 
-  /** The host, on the executing member, that forwards to the run's owner member. */
-  remoteHost(runId: string, ownerMember: string, base: Pick<RunHost, 'log' | 'maxOutputBytes'>): RunHost {
-    const subject = this.names.memberSubject(ownerMember);
+  /** The host, on the executing member, that forwards to the run's owner member (`target`'s, at each message). */
+  remoteHost(target: RelayTarget, base: Pick<RunHost, 'log' | 'maxOutputBytes'>): RunHost {
+    const { runId } = target;
+    const subject = (): string => this.names.memberSubject(target.ownerMember);
     const ask = async <T>(message: Inbound, signal: AbortSignal): Promise<T> => {
       signal.throwIfAborted();
-      const reply = await this.link.nc.request(subject, JSON.stringify(message), { timeout: this.requestTimeoutMs });
+      const reply = await this.link.nc.request(subject(), JSON.stringify(message), { timeout: this.requestTimeoutMs });
       const answer = reply.json<Answer>();
       if ('error' in answer) throw new Error(answer.error);
       return answer.ok as T;
@@ -67,7 +74,7 @@ export class MemberRelay {
       ...(base.maxOutputBytes !== undefined && { maxOutputBytes: base.maxOutputBytes }),
       emit: (event) => {
         try {
-          this.link.nc.publish(subject, JSON.stringify({ kind: 'event', runId, event } satisfies Inbound));
+          this.link.nc.publish(subject(), JSON.stringify({ kind: 'event', runId, event } satisfies Inbound));
         } catch {
           // offline or closed: events are best effort, as for a slow local client
         }

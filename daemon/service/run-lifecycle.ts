@@ -96,7 +96,7 @@ export class RunLifecycle {
     const replaced = this.table.get(record.runId); // a checkpointed run taken over: its entry so far
     this.table.add(record);
     const written = continues
-      ? this.ledger.transition(continues.runId, { state: 'running', worker: this.ledger.worker }, continues.revision)
+      ? this.ledger.transition(continues.runId, { state: 'running', worker: record.worker }, continues.revision)
       : this.ledger.create({
           runId: identity.runId,
           id: identity.id,

@@ -90,7 +90,9 @@ export class RunTable {
     if (!record) {
       const known = (await ledger.get(runId)) !== undefined;
       throw known
-        ? new SubagentError('NOT_OWNER', `run ${runId} was started before this daemon restarted: run/attach with its token first`, { field: '/runId' })
+        ? new SubagentError('NOT_OWNER', `run ${runId} is not held by this daemon (a previous daemon's, or another cluster member's): run/attach with its token first`, {
+            field: '/runId',
+          })
         : new SubagentError('UNKNOWN_RUN', `no run with id ${runId}`, { field: '/runId' });
     }
     if (record.owner !== owner) throw new SubagentError('NOT_OWNER', `run ${runId} belongs to another connection`, { field: '/runId' });

@@ -243,7 +243,7 @@ export class SubagentService {
    * grace period), or one a previous daemon ran (its recorded outcome).
    */
   async attach(runId: string, runToken: string, owner: RunOwner, stream?: boolean): Promise<AttachResult> {
-    const record = this.table.get(runId) ?? (await this.adoptFromLedger(runId));
+    const record = this.table.get(runId) ?? (await this.adoptFromLedger(runId, runToken));
     if (!record || !tokenMatches(runToken, record.tokenHash)) {
       // One answer for both: an id without its token reveals nothing.
       throw new SubagentError('NOT_OWNER', `no run ${runId} with that token`, { field: '/runToken' });
@@ -257,12 +257,23 @@ export class SubagentService {
     return { run: liveInfo(record, owner), ...(record.result && { result: record.result }) };
   }
 
-  private async adoptFromLedger(runId: string): Promise<LiveRun | undefined> {
-    const stored = await this.ledger.get(runId);
-    if (!stored) return undefined;
+  /**
+   * A run this daemon does not hold, for the holder of its token: one executing on another member
+   * of a shared ledger is taken over live (its events come here from then on); any other is
+   * adopted as recorded.
+   */
+  private async adoptFromLedger(runId: string, runToken: string): Promise<LiveRun | undefined> {
+    let stored = await this.ledger.get(runId);
+    // Nothing moves for a wrong token: the caller answers NOT_OWNER as for an unknown id.
+    if (!stored || !tokenMatches(runToken, stored.tokenHash)) return undefined;
     // Another attach may have adopted it while this one read the ledger.
-    const adopted = this.table.get(runId);
-    if (adopted) return adopted;
+    if (this.table.get(runId)) return this.table.get(runId);
+    if (stored.state === 'running' && this.ledger.adopt) {
+      const live = await this.adoptRunning(runId, stored);
+      if (live) return live;
+      stored = (await this.ledger.get(runId)) ?? stored; // it ended meanwhile: its outcome is recorded
+    }
+    if (this.table.get(runId)) return this.table.get(runId);
     const result = stored.result ?? { output: [], stopReason: 'error', diagnostic: 'the run left no recorded outcome' };
     const record: LiveRun = {
       runId,
@@ -285,6 +296,21 @@ export class SubagentService {
     };
     this.table.add(record);
     return record;
+  }
+
+  /** Publishes, detached, a run that executes on another member, as the ledger hands it over. */
+  private async adoptRunning(runId: string, stored: StoredRun): Promise<LiveRun | undefined> {
+    const abort = new AbortController();
+    const host = new OwnedRunHost(runId, DETACHED, false, this.log, stored.provider, this.maxOutputBytes);
+    const taken = await this.ledger.adopt!(runId, host, abort.signal);
+    if (!taken) return undefined;
+    // Its slot is the executing member's: nothing is admitted here.
+    await this.lifecycle.publish(stored.provider, taken.run, DETACHED, abort, host, NO_LEASE, undefined, {
+      continues: taken.stored,
+      ...(taken.stored.restore && { restore: taken.stored.restore }),
+      ...(taken.stored.parentRunId !== undefined && { parentRunId: taken.stored.parentRunId }),
+    });
+    return this.table.get(runId);
   }
 
   /** Runs of this daemon and of the ones before it, newest first, a page at a time (store/run-paging.ts). */
@@ -400,3 +426,5 @@ function toProviderRequest(params: StartParams, depth: number, signal: AbortSign
     ...(params.env !== undefined && { env: params.env }),
   };
 }
+
+const NO_LEASE: Lease = { release: () => undefined };

@@ -21,6 +21,7 @@
  *   transition; `assertRecordable` refuses new runs while runs cannot be recorded.
  */
 import type { RunInfo, RunState, RunsListParams, RunsListResult, SubagentResult, ToolFilter, WorkerRef } from '../../protocol/index.js';
+import type { DaemonRun, RunHost } from '../provider.js';
 
 /** The member executing a run: `id` is its epoch (unique per daemon process), `pid` that daemon's own. */
 export type { WorkerRef };
@@ -111,6 +112,16 @@ export interface RunLedger {
   page(params: RunsListParams, see: (stored: StoredRun) => ListedRun): Promise<RunsListResult>;
   /** Unfinished records (running, starting, checkpointed) whose worker is gone: recovery's input. */
   leftBehind(): Promise<StoredRun[]>;
+  /**
+   * Optional, for a ledger shared by several members: takes over, for this member, a run that
+   * executes on another one, on behalf of a client that proved it owns the run (its token). The
+   * record's owner moves here by compare-and-set; the returned run relays the child's events and
+   * calls to `host`, carries cancel (`signal`), interrupt and dispose to the executing member, and
+   * settles with the outcome its record gets, wherever the run ends up executing. Resolves
+   * undefined when the run executes nowhere now (it ended: read its record again). A ledger of
+   * one daemon has no other members and leaves this out.
+   */
+  adopt?(runId: string, host: RunHost, signal: AbortSignal): Promise<{ readonly run: DaemonRun; readonly stored: StoredRun } | undefined>;
 
   /**
    * Waits for a slot for `owner` (fair across owners); OVERLOADED past the queue bound, ABORTED on

@@ -1,0 +1,60 @@
+/**
+ * A run taken over by a member other than the one its client started it on (a client that
+ * re-attached here, its first member dead or simply another one), while the run executes on some
+ * member of the pool. The service holds it like any run: its result is the outcome its record
+ * gets, on whichever member finishes it (a takeover included); its events and tool calls come
+ * through the member relay, the record's `ownerMember` now naming this member; cancel, interrupt
+ * and dispose travel to the executing member on the run's control subject.
+ *
+ * Rules and failures:
+ * - The handle follows the record from the revision it was handed: a record that settled before
+ *   the handle existed settles it at once.
+ * - A control message nobody answers (the executing member is gone and no other took the run
+ *   over yet) is dropped: the record has the truth, and the run follows the failover rules.
+ */
+import type { InterruptLevel, SubagentResult } from '../../protocol/index.js';
+import type { RunHost } from '../provider.js';
+import type { ClusterDaemonRun, FrontContext } from './cluster-provider.js';
+import type { ClusterRun } from './cluster-run.js';
+import type { ControlMessage } from './cluster-worker.js';
+
+const CONTROL_TIMEOUT_MS = 5000;
+
+export function adoptedRun(record: ClusterRun, host: RunHost, signal: AbortSignal, front: FrontContext): ClusterDaemonRun {
+  const { runId } = record;
+  let latest = record;
+  let settle!: (result: SubagentResult) => void;
+  const result = new Promise<SubagentResult>((resolve) => (settle = resolve));
+  const observe = (next: ClusterRun): void => {
+    latest = next;
+    if ((next.state === 'settled' || next.state === 'disposed') && next.result) settle(next.result);
+  };
+  front.relay.host(runId, host);
+  const unfollow = front.follow(runId, observe);
+  const seen = front.scheduler.records.seen(runId);
+  if (seen) observe(seen.record);
+  const control = (message: ControlMessage): Promise<void> =>
+    front.link.nc.request(front.names.controlSubject(runId), JSON.stringify(message), { timeout: CONTROL_TIMEOUT_MS }).then(
+      () => undefined,
+      () => undefined,
+    );
+  const onAbort = (): void => void control({ op: 'cancel' });
+  signal.addEventListener('abort', onAbort, { once: true });
+  let disposed: Promise<void> | undefined;
+  return {
+    id: record.childId!,
+    localAgent: undefined,
+    result,
+    get worker() {
+      return latest.worker;
+    },
+    interrupt: (level: InterruptLevel) => void control({ op: 'interrupt', level }),
+    dispose: () =>
+      (disposed ??= (async () => {
+        signal.removeEventListener('abort', onAbort);
+        await control({ op: 'dispose' });
+        unfollow();
+        front.relay.forget(runId);
+      })()),
+  };
+}

@@ -1,0 +1,191 @@
+/**
+ * The RunLedger of a cluster member: this daemon's own ledger (local-ledger.ts: its run index and
+ * its admission queue, unchanged) plus the pool's run records (run-records.ts), so that any
+ * member answers `runs/list`, `run/inspect`, `run/wait` and `run/attach` for any run of the pool,
+ * and the service does not know which ledger it runs on.
+ *
+ * Rules and failures:
+ * - A run started through this member is recorded locally as before, and its token's hash is
+ *   written into its pool record (compare-and-set, retried on top of the executing member's
+ *   writes) before its starter holds the token: from then on every member can check an attach.
+ *   A pool record without a token's hash is a start not yet answered: no member lists it, and a
+ *   run waiting for a slot is never `running`.
+ * - `get` answers from the local index first (with the pool record's `worker`, which moves on a
+ *   takeover), else from the pool record: its state, outcome and worker as the executing member
+ *   wrote them.
+ * - `page` lists this member's runs and every other published run of the pool, newest first.
+ * - `adopt` moves a running run's `ownerMember` here by compare-and-set and returns a handle
+ *   that follows its record to its outcome (adopted-run.ts); the executing member then sends the
+ *   run's events here. Undefined when the record is no longer running.
+ * - A run known only from the pool is written by the member executing it: `transition` of such
+ *   a run (its owner's settle and dispose, on this member) writes nothing and answers the record
+ *   as it stands.
+ */
+import type { Logger } from 'pino';
+import { SubagentError, type RunsListParams, type RunsListResult } from '../../protocol/index.js';
+import type { RunHost } from '../provider.js';
+import type { LocalLedger } from '../store/local-ledger.js';
+import { pageOfRuns } from '../store/run-paging.js';
+import type { AdmissionStats, Lease, ListedRun, NewRun, RunLedger, RunPatch, StoredRun, WorkerRef } from '../store/run-ledger.js';
+import { adoptedRun } from './adopted-run.js';
+import type { ClusterDaemonRun, FrontContext } from './cluster-provider.js';
+import type { ClusterRun } from './cluster-run.js';
+import type { Revisioned } from './run-records.js';
+
+export class ClusterLedger implements RunLedger {
+  constructor(
+    private readonly local: LocalLedger,
+    private readonly front: FrontContext,
+    /** This member, as the pool's records name it. */
+    readonly worker: WorkerRef,
+    private readonly log: Logger,
+  ) {}
+
+  get limits(): RunLedger['limits'] {
+    return this.local.limits;
+  }
+
+  assertRecordable(): void {
+    this.local.assertRecordable();
+  }
+
+  async create(run: NewRun): Promise<StoredRun> {
+    const [stored] = await Promise.all([this.local.create(run), this.publishToken(run)]);
+    return stored;
+  }
+
+  async get(runId: string): Promise<StoredRun | undefined> {
+    const local = await this.local.get(runId);
+    if (local) {
+      const worker = this.records.seen(runId)?.record.worker;
+      return worker && worker.id !== local.worker.id ? { ...local, worker } : local;
+    }
+    const pooled = await this.published(runId);
+    return pooled && storedOf(pooled.record, pooled.revision);
+  }
+
+  async transition(runId: string, patch: RunPatch, expectedRevision: number): Promise<StoredRun> {
+    if (this.local.index.get(runId)) return this.local.transition(runId, patch, expectedRevision);
+    const pooled = await this.published(runId);
+    const stored = pooled && storedOf(pooled.record, pooled.revision);
+    if (!stored) throw new SubagentError('UNKNOWN_RUN', `no run with id ${runId}`);
+    return stored;
+  }
+
+  page(params: RunsListParams, see: (stored: StoredRun) => ListedRun): Promise<RunsListResult> {
+    const others: StoredRun[] = [];
+    for (const { record, revision } of this.records.all()) {
+      if (this.local.index.get(record.runId)) continue;
+      const stored = storedOf(record, revision);
+      if (stored) others.push(stored);
+    }
+    others.sort((a, b) => (a.startedAt === b.startedAt ? (a.runId < b.runId ? 1 : -1) : a.startedAt < b.startedAt ? 1 : -1));
+    return Promise.resolve(pageOfRuns(seen(newestFirst(this.local.index.newestFirst(), others), see), params));
+  }
+
+  leftBehind(): Promise<StoredRun[]> {
+    return this.local.leftBehind();
+  }
+
+  async adopt(runId: string, host: RunHost, signal: AbortSignal): Promise<{ run: ClusterDaemonRun; stored: StoredRun } | undefined> {
+    const me = this.front.relay.memberId;
+    for (;;) {
+      const current = await this.records.get(runId);
+      if (!current || current.record.state !== 'running' || current.record.tokenHash === undefined) return undefined;
+      const moved: ClusterRun = { ...current.record, ownerMember: me };
+      let revision = current.revision;
+      if (current.record.ownerMember !== me) {
+        try {
+          revision = await this.records.transition(runId, moved, current.revision);
+        } catch (error) {
+          if (error instanceof SubagentError && error.code === 'REVISION_CONFLICT') continue; // the executing member wrote: look again
+          throw error;
+        }
+      }
+      this.log.info({ runId, from: current.record.ownerMember, worker: moved.worker?.id }, 'cluster: a client re-attached a run here; its events now come to this member');
+      return { run: adoptedRun(moved, host, signal, this.front), stored: storedOf(moved, revision)! };
+    }
+  }
+
+  admit(owner: string, provider: string, signal: AbortSignal, onPosition?: (position: number) => void): Promise<Lease> {
+    return this.local.admit(owner, provider, signal, onPosition);
+  }
+
+  admission(): AdmissionStats {
+    return this.local.admission();
+  }
+
+  close(): Promise<void> {
+    return this.local.close();
+  }
+
+  private get records(): FrontContext['scheduler']['records'] {
+    return this.front.scheduler.records;
+  }
+
+  /** The pool record of a published run: the live view's when it has the token's hash, else the bucket's. */
+  private async published(runId: string): Promise<Revisioned<ClusterRun> | undefined> {
+    const seenHere = this.records.seen(runId);
+    if (seenHere?.record.tokenHash !== undefined) return seenHere;
+    const stored = await this.records.get(runId);
+    return stored?.record.tokenHash !== undefined ? stored : undefined;
+  }
+
+  /** Writes the token's hash into the run's pool record; a run outside the pool (no record) has none to write. */
+  private async publishToken(run: NewRun): Promise<void> {
+    let current = this.records.seen(run.runId);
+    while (current) {
+      const next: ClusterRun = { ...current.record, tokenHash: run.tokenHash, ...(run.parentRunId !== undefined && { parentRunId: run.parentRunId }) };
+      try {
+        await this.records.transition(run.runId, next, current.revision);
+        return;
+      } catch (error) {
+        if (!(error instanceof SubagentError && error.code === 'REVISION_CONFLICT')) {
+          // The run goes on here; only an attach through another member cannot find it.
+          this.log.warn({ err: error, runId: run.runId }, 'cluster: the run token could not be published to the pool');
+          return;
+        }
+        current = await this.records.get(run.runId);
+      }
+    }
+  }
+}
+
+/** A published pool record as the service's StoredRun; undefined before its start was answered. */
+function storedOf(run: ClusterRun, revision: number): StoredRun | undefined {
+  if (run.tokenHash === undefined || run.childId === undefined || run.worker === undefined) return undefined;
+  const { persona, toolFilter, maxDepth } = run.request;
+  const restore = {
+    ...(persona !== undefined && { persona }),
+    ...(toolFilter !== undefined && { toolFilter }),
+    ...(maxDepth !== undefined && { maxDepth }),
+  };
+  return {
+    runId: run.runId,
+    id: run.childId,
+    provider: run.provider,
+    tokenHash: run.tokenHash,
+    state: run.state === 'queued' ? 'starting' : run.state,
+    startedAt: run.startedAt ?? run.queuedAt,
+    ...(run.settledAt !== undefined && { settledAt: run.settledAt }),
+    ...(run.result && { result: run.result }),
+    worker: run.worker,
+    revision,
+    ...(run.parentRunId !== undefined && { parentRunId: run.parentRunId }),
+    ...(Object.keys(restore).length > 0 && { restore }),
+  };
+}
+
+/** Two newest-first sequences as one, by start time. */
+function* newestFirst(a: Iterable<StoredRun>, b: readonly StoredRun[]): Generator<StoredRun> {
+  let at = 0;
+  for (const run of a) {
+    while (at < b.length && b[at]!.startedAt > run.startedAt) yield b[at++]!;
+    yield run;
+  }
+  while (at < b.length) yield b[at++]!;
+}
+
+function* seen(stored: Iterable<StoredRun>, see: (stored: StoredRun) => ListedRun): Generator<ListedRun> {
+  for (const run of stored) yield see(run);
+}
