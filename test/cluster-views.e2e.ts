@@ -43,7 +43,7 @@ afterEach(async () => {
 });
 
 /** A scripted model: one step of `delayMs` with a tool call, then "done". */
-function member(options: { cap: number; delayMs: number; slots?: number }): Promise<DaemonProcess> {
+function member(options: { cap: number; delayMs: number; slots?: number; detachGraceMs?: number }): Promise<DaemonProcess> {
   const script = join(dir, `script-${options.delayMs}.json`);
   writeFileSync(script, JSON.stringify({ steps: [{ text: 'working', delayMs: options.delayMs, toolCalls: [{ name: 'list_directory', arguments: { path: '.' } }] }, { text: 'done' }] }));
   return startDaemon(
@@ -51,6 +51,7 @@ function member(options: { cap: number; delayMs: number; slots?: number }): Prom
       model: { default: `scripted:${script}` },
       limits: { maxConcurrentRuns: options.cap },
       cluster: { nats: server.url, ackWaitMs: 1000, ...(options.slots !== undefined && { slots: options.slots }) },
+      ...(options.detachGraceMs !== undefined && { detachGraceMs: options.detachGraceMs }),
     },
     [],
   ).then((d) => (daemons.push(d), d));
@@ -163,6 +164,41 @@ describe('any member answers for any run of the pool', () => {
     expect(events.length).toBeGreaterThan(0);
     expect((await viaB.ops.inspect(run.id)).run).toMatchObject({ state: 'settled', stopReason: 'completed', mine: true, worker: executor });
     await adopted.dispose();
+  }, 40_000);
+
+  it('a client that moves its run from A to B and back keeps it running: the member it leaves hands it over, telling its waiters, and the events follow the client', async () => {
+    const a = await member({ cap: 2, delayMs: 3000 });
+    const b = await member({ cap: 2, delayMs: 3000, slots: 0 });
+    const store = await records();
+    const first = await clients.connect(a.socket);
+    const run = await daemonRun(first.start('spawn', { prompt, parent, signal: AbortSignal.timeout(30_000) }));
+    const memberA = store.seen(run.id)!.record.worker!.id;
+    const waitOnA = run.wait().then(() => 'answered', (error: unknown) => error);
+
+    const viaB = await clients.connect(b.socket);
+    const onB = await viaB.adopt(run.id, run.runToken);
+    expect((await store.get(run.id))!.record.ownerMember).not.toBe(memberA);
+    // A let go of the run without stopping it: its waiter is told where the run went.
+    expect(await waitOnA).toMatchObject({ code: 'HANDED_OVER', message: expect.stringContaining('re-attached through cluster member') });
+    await first.close();
+    const waitOnB = onB.wait().then(() => 'answered', (error: unknown) => error);
+
+    // Back through A: the owner moves back there, and the events with it.
+    const events: RunEvent[] = [];
+    const viaA = await clients.connect(a.socket);
+    const onA = await viaA.adopt(run.id, run.runToken, { onEvent: (event) => events.push(event) });
+    expect((await store.get(run.id))!.record.ownerMember).toBe(memberA);
+    expect(await waitOnB).toMatchObject({ code: 'HANDED_OVER' });
+    expect(await onA.wait()).toMatchObject(done);
+    expect(events.length).toBeGreaterThan(0);
+    const final = (await store.get(run.id))!.record;
+    expect(final).toMatchObject({ state: 'settled', attempt: 1, worker: { pid: a.proc.pid } });
+    // Each member answers from the pool record: one run, settled, executed by A.
+    for (const service of [viaA, viaB]) {
+      const runs = await service.ops.runs();
+      expect(runs.filter((r) => r.runId === run.id)).toEqual([expect.objectContaining({ state: 'settled', worker: final.worker })]);
+    }
+    await onA.dispose();
   }, 40_000);
 
   it('a client of A re-attaches its run through B after A is killed, and gets the real outcome once B has taken the run over', async () => {

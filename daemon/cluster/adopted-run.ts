@@ -9,13 +9,16 @@
  * Rules and failures:
  * - The handle follows the record from the revision it was handed: a record that settled before
  *   the handle existed settles it at once.
+ * - Once the record's owner moved on to another member (the client re-attached there, or back
+ *   to its first member), the handle hands the run over: its result rejects with HANDED_OVER,
+ *   and it sends the executing member nothing more.
  * - A control message nobody answers (the executing member is gone and no other took the run
  *   over yet) is dropped: the record has the truth, and the run follows the failover rules.
  */
-import type { InterruptLevel, SubagentResult } from '../../protocol/index.js';
+import type { InterruptLevel, SubagentError, SubagentResult } from '../../protocol/index.js';
 import type { RunHost } from '../provider.js';
 import type { ClusterDaemonRun, FrontContext } from './cluster-provider.js';
-import type { ClusterRun } from './cluster-run.js';
+import { movedAway, ownerMovedFrom, type ClusterRun } from './cluster-run.js';
 import type { ControlMessage } from './cluster-worker.js';
 
 const CONTROL_TIMEOUT_MS = 5000;
@@ -24,17 +27,25 @@ export function adoptedRun(record: ClusterRun, host: RunHost, signal: AbortSigna
   const { runId } = record;
   let latest = record;
   let settle!: (result: SubagentResult) => void;
-  const result = new Promise<SubagentResult>((resolve) => (settle = resolve));
+  let handOver!: (error: SubagentError) => void;
+  const result = new Promise<SubagentResult>((resolve, reject) => ((settle = resolve), (handOver = reject)));
+  let unfollow = (): void => undefined;
   const observe = (next: ClusterRun): void => {
     latest = next;
     if ((next.state === 'settled' || next.state === 'disposed') && next.result) settle(next.result);
+    if (ownerMovedFrom(next, front.relay.memberId)) {
+      unfollow();
+      front.relay.forget(runId);
+      handOver(movedAway(next));
+    }
   };
   front.relay.host(runId, host);
-  const unfollow = front.follow(runId, observe);
+  unfollow = front.follow(runId, observe);
   const seen = front.scheduler.records.seen(runId);
   if (seen) observe(seen.record);
   const control = (message: ControlMessage): Promise<void> =>
-    front.link.nc.request(front.names.controlSubject(runId), JSON.stringify(message), { timeout: CONTROL_TIMEOUT_MS }).then(
+    // Re-attached through yet another member (or back to its first): that member holds it now.
+    latest.ownerMember !== front.relay.memberId ? Promise.resolve() : front.link.nc.request(front.names.controlSubject(runId), JSON.stringify(message), { timeout: CONTROL_TIMEOUT_MS }).then(
       () => undefined,
       () => undefined,
     );

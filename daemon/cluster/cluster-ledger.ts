@@ -13,13 +13,19 @@
  * - `get` answers from the local index first (with the pool record's `worker`, which moves on a
  *   takeover), else from the pool record: its state, outcome and worker as the executing member
  *   wrote them.
- * - `page` lists this member's runs and every other published run of the pool, newest first.
+ * - `page` lists this member's runs (its run index) and every run of the pool started through
+ *   another member, newest first.
  * - `adopt` moves a running run's `ownerMember` here by compare-and-set and returns a handle
  *   that follows its record to its outcome (adopted-run.ts); the executing member then sends the
- *   run's events here. Undefined when the record is no longer running.
- * - A run known only from the pool is written by the member executing it: `transition` of such
- *   a run (its owner's settle and dispose, on this member) writes nothing and answers the record
- *   as it stands.
+ *   run's events here. Undefined when the record is no longer running. The member the
+ *   owner moved from hands the run over (its waiters get HANDED_OVER) and lets go of it.
+ * - Once a run's owner moved to another member, that member answers for it: this member's run
+ *   index (still `running` where it let go) is not listed for it, and `get` answers from the
+ *   pool record.
+ * - `transition` writes the local index for a run this member started (the revision `get` and
+ *   `adopt` hand out for it is the index's). A run known only from the pool is written by the
+ *   member executing it: `transition` of such a run (its owner's settle and dispose, on this
+ *   member) writes nothing and answers the record as it stands.
  */
 import type { Logger } from 'pino';
 import { SubagentError, type RunsListParams, type RunsListResult } from '../../protocol/index.js';
@@ -56,12 +62,13 @@ export class ClusterLedger implements RunLedger {
 
   async get(runId: string): Promise<StoredRun | undefined> {
     const local = await this.local.get(runId);
-    if (local) {
-      const worker = this.records.seen(runId)?.record.worker;
+    const seenHere = this.records.seen(runId);
+    if (local && !this.ownedElsewhere(seenHere?.record)) {
+      const worker = seenHere?.record.worker;
       return worker && worker.id !== local.worker.id ? { ...local, worker } : local;
     }
     const pooled = await this.published(runId);
-    return pooled && storedOf(pooled.record, pooled.revision);
+    return (pooled && answer(pooled, local)) ?? local;
   }
 
   async transition(runId: string, patch: RunPatch, expectedRevision: number): Promise<StoredRun> {
@@ -74,13 +81,15 @@ export class ClusterLedger implements RunLedger {
 
   page(params: RunsListParams, see: (stored: StoredRun) => ListedRun): Promise<RunsListResult> {
     const others: StoredRun[] = [];
+    const me = this.front.relay.memberId;
     for (const { record, revision } of this.records.all()) {
-      if (this.local.index.get(record.runId)) continue;
+      if (record.front === me && !this.ownedElsewhere(record)) continue; // the local index answers
       const stored = storedOf(record, revision);
       if (stored) others.push(stored);
     }
     others.sort((a, b) => (a.startedAt === b.startedAt ? (a.runId < b.runId ? 1 : -1) : a.startedAt < b.startedAt ? 1 : -1));
-    return Promise.resolve(pageOfRuns(seen(newestFirst(this.local.index.newestFirst(), others), see), params));
+    const mine = filtered(this.local.index.newestFirst(), (run) => !this.ownedElsewhere(this.records.seen(run.runId)?.record));
+    return Promise.resolve(pageOfRuns(seen(newestFirst(mine, others), see), params));
   }
 
   leftBehind(): Promise<StoredRun[]> {
@@ -88,24 +97,11 @@ export class ClusterLedger implements RunLedger {
   }
 
   async adopt(runId: string, host: RunHost, signal: AbortSignal): Promise<{ run: ClusterDaemonRun; stored: StoredRun } | undefined> {
-    const me = this.front.relay.memberId;
-    for (;;) {
-      const current = await this.records.get(runId);
-      if (!current || current.record.state !== 'running' || current.record.tokenHash === undefined) return undefined;
-      const moved: ClusterRun = { ...current.record, ownerMember: me };
-      let revision = current.revision;
-      if (current.record.ownerMember !== me) {
-        try {
-          revision = await this.records.transition(runId, moved, current.revision);
-        } catch (error) {
-          if (error instanceof SubagentError && error.code === 'REVISION_CONFLICT') continue; // the executing member wrote: look again
-          throw error;
-        }
-      }
-      this.log.info({ runId, from: current.record.ownerMember, worker: moved.worker?.id }, 'cluster: a client re-attached a run here; its events now come to this member');
-      return { run: adoptedRun(moved, host, signal, this.front), stored: storedOf(moved, revision)! };
-    }
+    const moved = await this.moveOwnerHere(runId);
+    if (!moved) return undefined;
+    return { run: adoptedRun(moved.record, host, signal, this.front), stored: answer(moved, await this.local.get(runId))! };
   }
+
 
   admit(owner: string, provider: string, signal: AbortSignal, onPosition?: (position: number) => void): Promise<Lease> {
     return this.local.admit(owner, provider, signal, onPosition);
@@ -117,6 +113,30 @@ export class ClusterLedger implements RunLedger {
 
   close(): Promise<void> {
     return this.local.close();
+  }
+
+  /** The record's owner, by compare-and-set: this member, while the run executes; undefined once it does not. */
+  private async moveOwnerHere(runId: string): Promise<Revisioned<ClusterRun> | undefined> {
+    const me = this.front.relay.memberId;
+    for (;;) {
+      const current = await this.records.get(runId);
+      if (!current || current.record.state !== 'running' || current.record.tokenHash === undefined) return undefined;
+      if (current.record.ownerMember === me) return current;
+      const moved: ClusterRun = { ...current.record, ownerMember: me };
+      try {
+        const revision = await this.records.transition(runId, moved, current.revision);
+        this.log.info({ runId, from: current.record.ownerMember, worker: moved.worker?.id }, 'cluster: a client re-attached a run here; its events now come to this member');
+        return { record: moved, revision };
+      } catch (error) {
+        if (!(error instanceof SubagentError && error.code === 'REVISION_CONFLICT')) throw error;
+        // The executing member wrote meanwhile: look again.
+      }
+    }
+  }
+
+  /** A run this member started whose client re-attached through another member: the pool record answers for it. */
+  private ownedElsewhere(record: ClusterRun | undefined): boolean {
+    return record !== undefined && record.tokenHash !== undefined && record.ownerMember !== this.front.relay.memberId;
   }
 
   private get records(): FrontContext['scheduler']['records'] {
@@ -135,7 +155,7 @@ export class ClusterLedger implements RunLedger {
   private async publishToken(run: NewRun): Promise<void> {
     let current = this.records.seen(run.runId);
     while (current) {
-      const next: ClusterRun = { ...current.record, tokenHash: run.tokenHash, ...(run.parentRunId !== undefined && { parentRunId: run.parentRunId }) };
+      const next: ClusterRun = { ...current.record, tokenHash: run.tokenHash, front: this.front.relay.memberId, ...(run.parentRunId !== undefined && { parentRunId: run.parentRunId }) };
       try {
         await this.records.transition(run.runId, next, current.revision);
         return;
@@ -149,6 +169,15 @@ export class ClusterLedger implements RunLedger {
       }
     }
   }
+}
+
+/**
+ * The pool record as the service's StoredRun, with the revision of the store `transition` writes
+ * for it: the local index's for a run this member started (it writes there), else the pool's.
+ */
+function answer(pooled: Revisioned<ClusterRun>, local: StoredRun | undefined): StoredRun | undefined {
+  const stored = storedOf(pooled.record, pooled.revision);
+  return stored && local ? { ...stored, revision: local.revision } : stored;
 }
 
 /** A published pool record as the service's StoredRun; undefined before its start was answered. */
@@ -184,6 +213,10 @@ function* newestFirst(a: Iterable<StoredRun>, b: readonly StoredRun[]): Generato
     yield run;
   }
   while (at < b.length) yield b[at++]!;
+}
+
+function* filtered(runs: Iterable<StoredRun>, keep: (run: StoredRun) => boolean): Generator<StoredRun> {
+  for (const run of runs) if (keep(run)) yield run;
 }
 
 function* seen(stored: Iterable<StoredRun>, see: (stored: StoredRun) => ListedRun): Generator<ListedRun> {

@@ -15,10 +15,13 @@
  *   after its worker's death is invisible here except for the new `worker`.
  * - Runs that outlive this member (its clients are gone with it) finish in the cluster; their
  *   outcome stays in their record.
+ * - Once the run's client re-attached through another member (the record's `ownerMember` moved
+ *   while it runs), this member hands it over: the result rejects with HANDED_OVER, the run's
+ *   events stop coming here, and nothing more is sent to the executing member.
  */
 import { SubagentError, type InterruptLevel, type SubagentResult } from '../../protocol/index.js';
 import type { DaemonProvider, DaemonRun, ProviderStartRequest } from '../provider.js';
-import type { ClusterRun, QueuedStart, WorkerRef } from './cluster-run.js';
+import { movedAway, ownerMovedFrom, type ClusterRun, type QueuedStart, type WorkerRef } from './cluster-run.js';
 import type { ControlMessage } from './cluster-worker.js';
 import type { MemberRelay } from './member-relay.js';
 import type { NatsLink } from './nats-link.js';
@@ -69,7 +72,8 @@ async function submit(provider: string, request: ProviderStartRequest, front: Fr
   front.relay.host(runId, request.host);
   let latest: ClusterRun = record;
   let settle!: (result: SubagentResult) => void;
-  const result = new Promise<SubagentResult>((resolve) => (settle = resolve));
+  let handOver!: (error: SubagentError) => void;
+  const result = new Promise<SubagentResult>((resolve, reject) => ((settle = resolve), (handOver = reject)));
   let ready!: () => void;
   let failed!: (error: unknown) => void;
   const started = new Promise<void>((resolve, reject) => ((ready = resolve), (failed = reject)));
@@ -81,9 +85,15 @@ async function submit(provider: string, request: ProviderStartRequest, front: Fr
       if (next.childId === undefined) failed(new SubagentError('ABORTED', 'start was cancelled before the child was ready'));
       settle(next.result);
     }
+    if (ownerMovedFrom(next, front.relay.memberId)) {
+      unfollow();
+      front.relay.forget(runId);
+      handOver(movedAway(next));
+    }
   });
   const control = (message: ControlMessage): Promise<void> =>
-    front.link.nc.request(front.names.controlSubject(runId), JSON.stringify(message), { timeout: 5000 }).then(
+    // Its client re-attached through another member, which holds the run now: touch nothing.
+    latest.ownerMember !== front.relay.memberId ? Promise.resolve() : front.link.nc.request(front.names.controlSubject(runId), JSON.stringify(message), { timeout: 5000 }).then(
       () => undefined,
       () => undefined, // nobody executes it any more (or not yet reachable): the record has the truth
     );

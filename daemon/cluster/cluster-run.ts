@@ -6,7 +6,7 @@
  * token's hash once the run is published, and `ownerMember` when its client re-attaches
  * elsewhere. Neither changes who executes the run (cluster-worker.ts rebases onto them).
  */
-import type { SubagentErrorCode, SubagentResult, WorkerRef } from '../../protocol/index.js';
+import { SubagentError, type SubagentErrorCode, type SubagentResult, type WorkerRef } from '../../protocol/index.js';
 import type { ProviderStartRequest } from '../provider.js';
 
 /** A start request as it travels: everything but what lives only in the submitting process. */
@@ -50,6 +50,21 @@ export interface ClusterRun {
    * published: any member checks a re-attach against it. Until then no member lists the run.
    */
   readonly tokenHash?: string;
+  /** The member the run was started through, written with `tokenHash`: its own run index also holds the run. */
+  readonly front?: string;
   /** Nested delegation: the run whose child started this one. */
   readonly parentRunId?: string;
+}
+
+/** The run's client re-attached it through another member while it runs: this member no longer holds it. */
+export function ownerMovedFrom(record: ClusterRun, memberId: string): boolean {
+  return record.tokenHash !== undefined && record.ownerMember !== memberId && record.state === 'running';
+}
+
+/** What waiters on the member a run's client left get: the run goes on, held by the member it moved to. */
+export function movedAway(record: ClusterRun): SubagentError {
+  return new SubagentError(
+    'HANDED_OVER',
+    `run ${record.runId} was re-attached through cluster member ${record.ownerMember}, which holds it now: wait on it there (or run/attach it here again)`,
+  );
 }

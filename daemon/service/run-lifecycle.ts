@@ -11,7 +11,9 @@
  *   If the record cannot be written, the child is disposed and the start fails.
  * - Later changes of the record are transitions written in order, each from the revision the
  *   previous one returned; a failed one is logged (the run goes on; its record lags).
- * - A checkpointed run's settle is no outcome: its waiters get HANDED_OVER.
+ * - A checkpointed run's settle is no outcome: its waiters get HANDED_OVER. So is a run whose
+ *   result rejects with HANDED_OVER (its client re-attached it through another cluster member):
+ *   it also leaves the run table, and a later attach here finds it through the ledger again.
  * - A result is bounded (output-budget.ts) before it is recorded or sent; an infrastructure
  *   fault settles `error` with the fault in the end notice, and rejects waiters.
  * - Delivery to the owner comes first, then listeners; a throwing or rejecting one is logged.
@@ -156,6 +158,15 @@ export class RunLifecycle {
     if (record.checkpointed) {
       // The child goes on in the next daemon: its cancelled turn here is no outcome to report.
       reject(handedOver(record.runId));
+      return;
+    }
+    if (error instanceof SubagentError && error.code === 'HANDED_OVER') {
+      // Its owner took it to another member of a shared pool, which holds it now: this daemon
+      // lets go of it (no outcome, no notice, no record of its own), and its waiters are told.
+      clearTimeout(record.graceTimer);
+      this.table.forget(record);
+      this.log.info({ runId: record.runId }, 'run handed over to another member');
+      reject(error);
       return;
     }
     record.settledAt = new Date().toISOString();

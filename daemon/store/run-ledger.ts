@@ -117,7 +117,8 @@ export interface RunLedger {
    * executes on another one, on behalf of a client that proved it owns the run (its token). The
    * record's owner moves here by compare-and-set; the returned run relays the child's events and
    * calls to `host`, carries cancel (`signal`), interrupt and dispose to the executing member, and
-   * settles with the outcome its record gets, wherever the run ends up executing. Resolves
+   * settles with the outcome its record gets, wherever the run ends up executing, or rejects
+   * with HANDED_OVER once its client takes it to yet another member. Resolves
    * undefined when the run executes nowhere now (it ended: read its record again). A ledger of
    * one daemon has no other members and leaves this out.
    */
