@@ -5,7 +5,8 @@
  * Rules:
  * - Publication puts the run in the run table, then records it and awaits the record (a new
  *   run: `create`, its record written before the starter holds the token; a checkpointed run
- *   taken over: a transition to `running` under this worker), then observes its result,
+ *   taken over, or a run adopted from another cluster member: a transition to `running` under
+ *   the worker executing it), then observes its result,
  *   announces it (`subagent/start`), and opens its host once the start is answered
  *   (run-hosting.ts). The settle waits for that opening: a run's end follows its start reply.
  *   If the record cannot be written, the child is disposed and the start fails.
@@ -31,7 +32,7 @@ import type { LiveRun, RunTable } from './run-table.js';
 export type LifecycleEvent = { kind: 'start'; payload: SubagentStartEvent } | { kind: 'end'; payload: EndParams };
 export type LifecycleListener = (event: LifecycleEvent) => void | Promise<void>;
 
-/** How a run came to be published: a new run, a resumption, or a checkpointed run taken over. */
+/** How a run came to be published: a new run, a resumption, or a recorded run taken over (checkpointed, or adopted from another member). */
 export interface Lineage {
   readonly resumedFrom?: string;
   readonly restore?: StoredRun['restore'];

@@ -27,6 +27,7 @@ export function runInfo(
   },
   state: RunState,
   mine: boolean,
+  worker: WorkerRef = run.worker,
 ): RunInfo {
   return {
     runId: run.runId,
@@ -35,7 +36,7 @@ export function runInfo(
     state,
     startedAt: run.startedAt,
     mine,
-    worker: run.worker,
+    worker,
     ...(run.parentRunId !== undefined && { parentRunId: run.parentRunId }),
     ...(run.result && { stopReason: run.result.stopReason }),
     ...(run.settledAt !== undefined && { settledAt: run.settledAt }),
@@ -45,7 +46,7 @@ export function runInfo(
 }
 
 export const liveInfo = (record: LiveRun, asker: RunOwner): RunInfo =>
-  runInfo({ ...record, worker: record.run?.worker ?? record.worker }, record.state, record.owner === asker);
+  runInfo(record, record.state, record.owner === asker, record.run?.worker ?? record.worker);
 
 /**
  * A stored run as askers see it: as recorded, a checkpoint being over. A running record that

@@ -14,9 +14,9 @@
  *   member that is gone left unfinished, for the service's recovery to settle or continue.
  * - `admit` grants a slot of the shared concurrency budget, fairly across owners; the lease's
  *   `release` frees it exactly once (an implementation with leases keeps them alive until then).
- * - Run events and lifecycle notices reach an owner through its RunOwner: a backend whose
- *   owners can live on another member hands the service owners that relay; locally delivery
- *   is a direct call. Session events are the providers' (store/session-log.ts).
+ * - Run events and lifecycle notices reach an owner through its RunOwner, by a direct call; a
+ *   run executing on another member relays its events to the member holding it (the run
+ *   `adopt` hands over, or a cluster provider's stand-in). Session events are the providers' (store/session-log.ts).
  * - A write that cannot be made durable never throws at the caller of a settled run's
  *   transition; `assertRecordable` refuses new runs while runs cannot be recorded.
  */
