@@ -125,6 +125,14 @@ describe('any member answers for any run of the pool', () => {
     expect(await later.result).toMatchObject(done);
     // Both members name A for the run B's client submitted: A executed it.
     for (const service of [viaA, viaB]) expect((await service.ops.inspect(later.id)).run.worker).toEqual(executor);
+    // Each member pages through its own runs and the pool's as one list, newest first.
+    for (const service of [viaA, viaB]) {
+      const page = await service.ops.runsPage({ limit: 1 });
+      expect(page.runs.map((r) => r.runId)).toEqual([later.id]);
+      const next = await service.ops.runsPage({ limit: 1, cursor: page.nextCursor! });
+      expect(next.runs.map((r) => r.runId)).toEqual([first.id]);
+      expect(next.nextCursor).toBeUndefined();
+    }
     await Promise.all([first.dispose(), later.dispose()]);
   }, 40_000);
 
