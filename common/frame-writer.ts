@@ -10,6 +10,11 @@
  * start's `subagent/start` notification was written before; flushing per turn sends both, and
  * whatever else the turn's handlers wrote to that client, in one write instead of several.
  *
+ * `beforeWrite`, when given, runs right before each batch goes to the stream (not when the batch is
+ * empty or the stream closed): the daemon writes its pending run records there, so that a client
+ * never hears of a record a crash could still lose (write-ahead; daemon/store/run-index.ts). It
+ * must not throw.
+ *
  * A write never rejects: a failed write (EPIPE on a peer that hung up, a destroyed stream) is
  * reported on `onError` and its promise resolves. vscode-jsonrpc drops some write promises on the
  * floor (its replies), and the reader side learns of a dead peer anyway.
@@ -33,6 +38,7 @@ class FrameBatch {
   constructor(
     private readonly output: Writable,
     private readonly span: BatchSpan,
+    private readonly beforeWrite: (() => void) | undefined,
   ) {}
 
   add(frame: string, done: Done): void {
@@ -55,6 +61,7 @@ class FrameBatch {
       for (const done of waiting) done(error);
     };
     if (this.output.destroyed || this.output.writableEnded) return settle(new Error('the connection is closed'));
+    this.beforeWrite?.();
     this.output.write(text, 'utf8', settle);
   }
 }
@@ -68,8 +75,10 @@ export class FrameWriter implements MessageWriter {
   constructor(
     private readonly output: Writable,
     span: BatchSpan = 'tick',
+    /** Runs before each batch is written (see the header). */
+    beforeWrite?: () => void,
   ) {
-    this.batch = new FrameBatch(output, span);
+    this.batch = new FrameBatch(output, span, beforeWrite);
     output.on('close', () => this.closeEmitter.fire());
     // A stream without an 'error' listener throws its error (stdout's EPIPE) as an uncaught exception.
     output.on('error', (error: Error) => this.errorEmitter.fire([error, undefined, ++this.errors]));

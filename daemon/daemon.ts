@@ -259,6 +259,8 @@ export function createDaemon(options: DaemonOptions): Daemon {
         initializeTimeoutMs: initializeWithinMs,
         maxBacklogBytes: options.maxBacklogBytes ?? 1024 * 1024,
         maxUnsentBytes: options.maxUnsentBytes ?? DEFAULT_MAX_UNSENT_BYTES,
+        // Write-ahead: what a client hears of (a token, a result) is in the run index first.
+        beforeWrite: () => index.flush(),
         status,
         shutdown: (drain, timeoutMs) => void daemon.close({ drain, timeoutMs }),
         gc,

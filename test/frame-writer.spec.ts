@@ -87,7 +87,49 @@ describe('FrameWriter', () => {
   });
 });
 
+describe('FrameWriter beforeWrite (the daemon writes its run records there)', () => {
+  it('runs once before each batch reaches the socket, never for an empty batch or a closed socket', async () => {
+    const { client, server } = await socketPair();
+    const order: string[] = [];
+    const write = client.write.bind(client);
+    vi.spyOn(client, 'write').mockImplementation(((...args: Parameters<typeof client.write>) => {
+      order.push('socket');
+      return write(...args);
+    }) as typeof client.write);
+    const writer = new FrameWriter(client, 'turn', () => order.push('before'));
+    const got = received(server, 3);
+    await Promise.all([writer.write(note(1)), writer.write(note(2))]);
+    await writer.write(note(3));
+    expect(order).toEqual(['before', 'socket', 'before', 'socket']);
+    expect(await got).toHaveLength(3);
+    client.destroy();
+    await writer.write(note(4));
+    expect(order).toHaveLength(4);
+    writer.dispose();
+  });
+});
+
 describe('CountingWriter', () => {
+  it('reports a message queued once it has its place in the order, before the write: what follows rides in the same write', async () => {
+    const { client, server } = await socketPair();
+    const writes = vi.spyOn(client, 'write');
+    const got = received(server, 2);
+    let followed: Promise<void> | undefined;
+    const writer: CountingWriter = new CountingWriter(client, undefined, undefined, {
+      queued: (message) => {
+        // The daemon's rule: a run's end follows the reply that hands the run over.
+        if ((message as { id?: unknown }).id === 7) followed = Promise.resolve().then(() => writer.write(note(2)));
+      },
+    });
+    const reply = writer.write({ jsonrpc: '2.0', id: 7, result: { runId: 'r' } } as Message);
+    expect(followed).toBeDefined();
+    expect(writes).not.toHaveBeenCalled();
+    await Promise.all([reply, followed]);
+    expect(writes).toHaveBeenCalledTimes(1);
+    expect((await got).map((m) => ('id' in m ? 'reply' : 'end'))).toEqual(['reply', 'end']);
+    writer.dispose();
+  });
+
   it("writes one event-loop turn's messages in one socket write, across ticks", async () => {
     const { client, server } = await socketPair();
     const writes = vi.spyOn(client, 'write');

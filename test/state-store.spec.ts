@@ -84,17 +84,27 @@ describe('LocalLedger', () => {
     await ledger.close();
   });
 
-  it('commits the creates of one turn in one write, each on disk before its create resolves', async () => {
+  it("writes a turn's changes, newest record per run, at flush (before a client write), else at the turn's end", async () => {
     const path = join(temp(), 'runs.jsonl');
-    const ledger = new LocalLedger(new RunIndex(path), limits, 'epoch-a');
+    const index = new RunIndex(path);
+    const ledger = new LocalLedger(index, limits, 'epoch-a');
     const onDisk = (): string[] => (existsSync(path) ? readFileSync(path, 'utf8').split('\n').filter(Boolean) : []);
-    const creates = ['a', 'b', 'c'].map((id) => ledger.create(fresh(ledger, id)));
+    const created = await Promise.all(['a', 'b', 'c'].map((id) => ledger.create(fresh(ledger, id))));
     // Readable at once (a nested start looks its parent up), not yet written.
     expect(await ledger.get('b')).toMatchObject({ runId: 'b', revision: 1 });
     expect(onDisk()).toEqual([]);
-    const seenAtResolve = await Promise.all(creates.map((created) => created.then(() => onDisk().length)));
-    expect(seenAtResolve).toEqual([3, 3, 3]);
-    expect(onDisk().map((line) => JSON.parse(line).runId)).toEqual(['a', 'b', 'c']);
+    // A run that settles in the same turn is one line: the newest record of each run.
+    await ledger.transition('a', { state: 'settled', settledAt: created[0]!.startedAt }, 1);
+    index.flush(); // what a connection does before it writes to its client
+    expect(onDisk().map((line) => [JSON.parse(line).runId, JSON.parse(line).state])).toEqual([
+      ['b', 'running'],
+      ['c', 'running'],
+      ['a', 'settled'],
+    ]);
+    await ledger.transition('b', { state: 'settled', settledAt: created[1]!.startedAt }, 1);
+    expect(onDisk()).toHaveLength(3);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(onDisk().map((line) => JSON.parse(line).state)).toEqual(['running', 'running', 'settled', 'settled']);
     await ledger.close();
   });
 

@@ -110,6 +110,11 @@ export interface ConnectionContext {
    * reading. Streamed progress waits in the backlog from 1/8 of it; input is held from 1/2.
    */
   readonly maxUnsentBytes: number;
+  /**
+   * Runs before each write to this client: the daemon writes its pending run records there, so a
+   * client never holds a token or a result that a crash could lose (write-ahead).
+   */
+  readonly beforeWrite?: () => void;
   status(): StatusResult;
   shutdown(drain: boolean, timeoutMs: number): void;
   /** Applies retention now (daemon/gc). */
@@ -159,12 +164,18 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
     this.writer = new CountingWriter(
       output,
       (written) => {
-        if (written && 'id' in written && !('method' in written)) this.answered(written as { id: string | number | null; result?: { runId?: unknown } });
+        if (written && 'id' in written && !('method' in written)) this.answered(written as { id: string | number | null });
         this.balanceLoad();
       },
       {
         maxUnsentBytes: ctx.maxUnsentBytes,
         onOverLimit: (bytes) => void this.close(`client stopped reading: ${bytes} bytes unsent, at the ${ctx.maxUnsentBytes}-byte bound`),
+      },
+      {
+        ...(ctx.beforeWrite && { beforeWrite: ctx.beforeWrite }),
+        queued: (message) => {
+          if (this.unanswered.size > 0 && 'id' in message && !('method' in message)) this.handedOver(message as { result?: { runId?: unknown } });
+        },
       },
     );
     this.reader = new GuardedMessageReader(
@@ -248,19 +259,21 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
   }
 
   /**
-   * A reply went out: only replies to requests we handed over count (not framing errors). A
-   * reply that hands over a run (start, resume: it names the runId) lets that run's events and
-   * end follow it.
+   * A reply that hands over a run (start, resume: it names the runId) has its place in the
+   * outgoing order: that run's events and end may follow it, in the same write when they come
+   * this turn. Run after the writer's call returns: the release settles runs, which write too.
    */
-  private answered(reply: { id: string | number | null; result?: { runId?: unknown } }): void {
+  private handedOver(reply: { result?: { runId?: unknown } }): void {
     const runId = reply.result?.runId;
-    if (typeof runId === 'string' && this.unanswered.size > 0) {
-      const then = this.unanswered.get(runId);
-      if (then) {
-        this.unanswered.delete(runId);
-        then();
-      }
-    }
+    if (typeof runId !== 'string') return;
+    const then = this.unanswered.get(runId);
+    if (!then) return;
+    this.unanswered.delete(runId);
+    queueMicrotask(then);
+  }
+
+  /** A reply went out: only replies to requests we handed over count (not framing errors). */
+  private answered(reply: { id: string | number | null }): void {
     const id = reply.id;
     const n = this.openRequests.get(id);
     if (n === undefined) return;
@@ -304,7 +317,7 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
 
   // --- RunOwner: the daemon → client side of this connection's runs -----------------------------
 
-  /** StartAnswer: `then` runs once the reply naming `runId` is written (or the connection closes). */
+  /** StartAnswer: `then` runs once the reply naming `runId` is queued to be written (or the connection closes). */
   whenSent(runId: string, then: () => void): void {
     if (this.closed) then();
     else this.unanswered.set(runId, then);

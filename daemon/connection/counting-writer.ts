@@ -4,10 +4,19 @@
  * handed to the socket. That count is the daemon's measure of a client that reads slowly or not
  * at all: a frame counts from `write` until the stream took its turn's chunk.
  *
+ * `hooks.queued` hears each message once it has its place in the outgoing order (before it is
+ * written): what is queued after it reaches the peer after it. `hooks.beforeWrite` is the frame
+ * writer's (it runs before each batch is written).
+ *
  * Like the frame writer, a write never rejects: failures are reported on `onError`.
  */
 import type { Writable } from 'node:stream';
 import type { Message } from 'vscode-jsonrpc/node';
+
+export interface WriterHooks {
+  readonly beforeWrite?: () => void;
+  readonly queued?: (message: Message) => void;
+}
 import { frameOf } from '../../protocol/index.js';
 import { within } from '../../common/bounded-wait.js';
 import { FrameWriter } from '../../common/frame-writer.js';
@@ -32,8 +41,9 @@ export class CountingWriter extends FrameWriter {
       maxUnsentBytes: Number.POSITIVE_INFINITY,
       onOverLimit: () => undefined,
     },
+    private readonly hooks: WriterHooks = {},
   ) {
-    super(output, 'turn');
+    super(output, 'turn', hooks.beforeWrite);
   }
 
   get unsent(): number {
@@ -60,7 +70,7 @@ export class CountingWriter extends FrameWriter {
     this.inFlight += 1;
     this.inFlightBytes += frame.bytes;
     this.onChange();
-    return new Promise<void>((resolve) => {
+    const sent = new Promise<void>((resolve) => {
       this.send(message, frame, () => {
         this.inFlight -= 1;
         this.inFlightBytes -= frame.bytes;
@@ -69,6 +79,8 @@ export class CountingWriter extends FrameWriter {
         resolve();
       });
     });
+    this.hooks.queued?.(message);
+    return sent;
   }
 
   /** Resolves once nothing is unsent, or after `timeoutMs` (a peer that never reads). */

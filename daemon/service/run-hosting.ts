@@ -4,12 +4,12 @@
  * orders a run's messages to its owner:
  *
  *   a run's events and its end reach the owner only after the answer that hands the run over
- *   (the start or resume reply) is out.
+ *   (the start or resume reply): behind it in the connection's outgoing order.
  *
  * The host is created closed. Until `answered()`, admitted events are held in order, tool calls
  * and permission prompts wait (the owner would not know the run id), and the settle waits
  * (`afterAnswer`); `answered()` sends what was held, then lets the settle through.
- * The service opens it when the caller's StartAnswer reports the reply sent, or at once when the
+ * The service opens it when the caller's StartAnswer reports the reply queued, or at once when the
  * caller takes the answer as a return value. A resumption re-arms the same host (`rearm`): a
  * provider keeps the chain's first host for the child's whole life.
  *

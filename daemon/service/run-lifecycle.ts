@@ -4,7 +4,8 @@
  *
  * Rules:
  * - Publication puts the run in the run table, then records it and awaits the record (a new
- *   run: `create`, its record written before the starter holds the token; a checkpointed run
+ *   run: `create`, stored before the starter holds the token: the local ledger writes it before
+ *   any client hears of it, a cluster's store answers once it holds it; a checkpointed run
  *   taken over, or a run adopted from another cluster member: a transition to `running` under
  *   the worker executing it), then observes its result,
  *   announces it (`subagent/start`), and opens its host once the start is answered

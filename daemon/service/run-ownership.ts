@@ -39,8 +39,9 @@ export interface RunOwner {
 /**
  * How a caller of start or resume hands the run to its owner when that takes longer than the
  * call: a connection answers over its socket after the call returns. `whenSent` runs `then` once
- * the answer naming `runId` is out (written, or the connection gone). Callers that take the
- * answer as the call's return value (inside the daemon) pass none.
+ * the answer naming `runId` has its place in the connection's outgoing order (whatever the run
+ * sends next goes out after it, possibly in the same write), or the connection is gone. Callers
+ * that take the answer as the call's return value (inside the daemon) pass none.
  */
 export interface StartAnswer {
   whenSent(runId: string, then: () => void): void;

@@ -1,9 +1,10 @@
 /**
  * The RunLedger of one daemon: records in the run index (run-index.ts, with its archive) and
  * admission by the in-memory AdmissionQueue. Every answer is ready when the call returns (the
- * Promise only satisfies the seam), except `create`'s: it resolves once the run's first record
- * is written by the index's group commit, so its starter never holds a token for a run that a
- * crash would forget; the record is readable through `get` at once.
+ * Promise only satisfies the seam), `create`'s too: the record is readable through `get` at
+ * once and written with the rest of the turn's changes. A client still never holds a token (or
+ * a result) that a crash could forget: the daemon writes the index's pending records before each
+ * write to a client (write-ahead, `RunIndex.flush` as the connections' `beforeWrite`).
  *
  * Rules and failures:
  * - Revisions count up from 1 per run; records from before revisions read as 0.
@@ -47,8 +48,7 @@ export class LocalLedger implements RunLedger {
     if (this.index.get(run.runId)) return Promise.reject(conflict(`run ${run.runId} already has a record`));
     const stored: StoredRun = { ...run, revision: 1 };
     this.index.put(stored);
-    // Written before the starter holds the run's token (the close of this turn's batch).
-    return this.index.committed().then(() => stored);
+    return Promise.resolve(stored);
   }
 
   get(runId: string): Promise<StoredRun | undefined> {

@@ -4,11 +4,13 @@
  * its session lives, how it ended — so a restarted daemon can answer `run/wait`, mark runs it
  * never saw finish as interrupted, and never show a dead daemon's run as running.
  *
- * Changes are batched per event-loop turn into one write(2) (group commit). `committed()`
- * resolves once the records put so far are written: a new run's starter awaits it before it
- * learns the run's token. No fsync: a killed process loses at most the current turn's changes
- * (a run never answered; a later change then reads as interrupted); a power cut may lose the
- * tail, which the reader tolerates as a torn line.
+ * Changes are batched per event-loop turn into one synchronous write(2) to the open file (group
+ * commit, no thread-pool hop), and `flush()` writes them at once: the daemon calls it before each
+ * write to a client (write-ahead), so whatever a client has heard of (a run's token in its start
+ * reply, its result in `subagent/end`) is in the file first. No fsync: the page cache survives
+ * the daemon's death (`kill -9`, a crash); such a death loses at most changes no client heard of
+ * yet (a start never answered; a later change then reads as interrupted). A power cut may lose
+ * the tail, which the reader tolerates as a torn line.
  *
  * Only runs that may still change are kept in memory (running, starting, checkpointed, and this
  * daemon's own until they are archived). At open, at each `archiveFinished` (gc), and after a
@@ -54,8 +56,6 @@ export class RunIndex {
   private fault: unknown;
   private retry: NodeJS.Timeout | undefined;
   private batchScheduled = false;
-  /** Callers of `committed()` waiting for the next write attempt. */
-  private commitWaiters: Array<() => void> = [];
   readonly problems: IndexProblems;
   readonly archive: RunArchive;
   private archiveAt: number;
@@ -121,7 +121,7 @@ export class RunIndex {
     if (this.closed) return void this.runs.set(run.runId, run);
     this.runs.set(run.runId, run);
     if (!this.batchScheduled) {
-      // Scheduled even while records wait for a retry: this change's committer must hear back.
+      // Scheduled even while records wait for a retry: a retry rides on the next change.
       this.batchScheduled = true;
       setImmediate(() => this.flushBatch());
     }
@@ -130,25 +130,12 @@ export class RunIndex {
   }
 
   /**
-   * Resolves after the write that carries every record put so far: at once when none waits.
-   * A failed write resolves it too: the records stay queued and the fault is reported, so the
-   * next start is refused (`assertRecordable`), as with any write fault.
+   * Writes the queued records now (a no-op when none waits); a failure is kept (see the header),
+   * never thrown: the records stay queued, and the next start is refused (`assertRecordable`).
    */
-  committed(): Promise<void> {
-    if (this.pending.size === 0 || this.closed) return Promise.resolve();
-    return new Promise((resolve) => this.commitWaiters.push(resolve));
-  }
-
-  /** Writes the queued records now; a failure is kept (see the header), never thrown. */
   flush(): void {
     if (this.closed || this.pending.size === 0) return;
-    try {
-      this.write();
-    } finally {
-      const waiters = this.commitWaiters;
-      this.commitWaiters = [];
-      for (const resolve of waiters) resolve();
-    }
+    this.write();
   }
 
   private write(): void {
