@@ -43,6 +43,11 @@ export interface Lineage {
 
 export class RunLifecycle {
   readonly listeners = new Set<LifecycleListener>();
+  /**
+   * The two lines every run logs (started, ended), without the logger's secret redaction: their
+   * fields are fixed here and hold no secret, and redaction costs several times the line itself.
+   */
+  private readonly runLines: Logger;
 
   constructor(
     private readonly ledger: RunLedger,
@@ -50,7 +55,9 @@ export class RunLifecycle {
     private readonly log: Logger,
     private readonly maxOutputBytes: number,
     private readonly shuttingDown: () => boolean,
-  ) {}
+  ) {
+    this.runLines = log.child({}, { redact: [] });
+  }
 
   /**
    * Publish a ready run: record it (its first record is in before its starter holds the token),
@@ -127,7 +134,7 @@ export class RunLifecycle {
       lease.release();
       throw error;
     }
-    this.log.info({ runId: record.runId, provider, owner: owner.id }, 'run started');
+    this.runLines.info({ runId: record.runId, provider, owner: owner.id }, 'run started');
     run.result.finally(() => lease.release()).then(
       (result) => host.afterAnswer(() => this.settle(record, result, undefined, resolveSettled, rejectSettled)),
       (error: unknown) => host.afterAnswer(() => this.settle(record, undefined, error, resolveSettled, rejectSettled)),
@@ -174,7 +181,7 @@ export class RunLifecycle {
     record.settledAt = new Date().toISOString();
     if (record.state === 'running') record.state = 'settled';
     // The one line per run end an operator greps for (the start is logged in publish).
-    this.log.info(
+    this.runLines.info(
       {
         runId: record.runId,
         provider: record.provider,

@@ -8,8 +8,10 @@
  *
  * Rules and failures:
  * - Revisions count up from 1 per run; records from before revisions read as 0.
- * - `create` of an existing run id and `transition` from a stale revision reject with
- *   REVISION_CONFLICT; an unknown run id in `transition` rejects with UNKNOWN_RUN.
+ * - `create` of a run id held in memory and `transition` from a stale revision reject with
+ *   REVISION_CONFLICT; an unknown run id in `transition` rejects with UNKNOWN_RUN. `create` does
+ *   not search the archive (a scan of every archived run's hash, per start): run ids are minted
+ *   from 144 random bits (run-ownership.ts), so a new one never names an archived run.
  * - Writes never throw: a write fault is kept by the index (and reported to StateFaults), and
  *   `assertRecordable` refuses new runs until a retry succeeds.
  * - `leftBehind` is every unfinished record another epoch wrote: in one state dir only one
@@ -45,7 +47,7 @@ export class LocalLedger implements RunLedger {
   }
 
   create(run: NewRun): Promise<StoredRun> {
-    if (this.index.get(run.runId)) return Promise.reject(conflict(`run ${run.runId} already has a record`));
+    if (this.index.held(run.runId)) return Promise.reject(conflict(`run ${run.runId} already has a record`));
     const stored: StoredRun = { ...run, revision: 1 };
     this.index.put(stored);
     return Promise.resolve(stored);

@@ -91,6 +91,11 @@ export class RunIndex {
     return this.runs.get(runId) ?? this.archive.get(runId);
   }
 
+  /** A run's record if it is held in memory (it may still change); the archive is not read. */
+  held(runId: string): IndexedRun | undefined {
+    return this.runs.get(runId);
+  }
+
   /** The runs held in memory (every one that may still change), oldest first. */
   all(): IndexedRun[] {
     return [...this.runs.values()];
