@@ -21,6 +21,7 @@ import {
   StartRequest,
   SubagentError,
   WaitRequest,
+  minorOf,
   type ContentBlock,
   type DaemonIdentity,
   type InitializeResult,
@@ -93,6 +94,8 @@ export class RemoteSubagentService {
   private identity: DaemonIdentity | undefined;
   private opsSurface: DaemonOps | undefined;
   private daemonProtocol = '';
+  /** A 1.3 daemon sends no `subagent/start` for a run its reply hands over: this client emits it. */
+  private startInReply = false;
   /** The connection of the moment, and the reconnect state machine that replaces it. */
   private readonly connection: ReconnectingConnection;
   /** `onStartProgress` of each unanswered start that has one, by its `progressToken`. */
@@ -157,6 +160,7 @@ export class RemoteSubagentService {
     const first = this.identity === undefined;
     this.identity = answer.daemon;
     this.daemonProtocol = answer.protocolVersion;
+    this.startInReply = minorOf(answer.protocolVersion) >= 3;
     if (first) this.directory.seed(answer.providers);
     else this.directory.replace(answer.providers);
   }
@@ -346,6 +350,7 @@ export class RemoteSubagentService {
       record.detachSignal = () => signal?.removeEventListener('abort', onAbort);
       this.runs.add(record);
       this.connection.retainOnceSettled(record);
+      if (this.startInReply) this.events.emit('subagent/start', { runId: started.runId, provider: started.provider, id: started.id, local: started.local });
       // Aborted while the answer was on its way: the child is already published, so cancel it.
       if (signal?.aborted) this.cancelRun(record);
       return createRunHandle(record, started, this.controls);

@@ -181,8 +181,8 @@ describe('start checks, in the seam order', () => {
 });
 
 describe('lifecycle', () => {
-  it('subagent/start precedes the start reply and subagent/end, and carries the result', async () => {
-    const peer = await RawPeer.initialized(daemon.socket);
+  it('to a 1.2 client, subagent/start precedes the start reply and subagent/end, and carries the result', async () => {
+    const peer = await RawPeer.initialized(daemon.socket, 'raw-1.2', '1.2.0');
     const reply = await peer.request('subagent/start', { provider: 'echo', prompt: prompt('echo hi'), parent });
     const { runId } = reply.result as { runId: string };
     const end = await peer.waitFor((m) => m.method === 'subagent/end');
@@ -198,6 +198,26 @@ describe('lifecycle', () => {
       result: { stopReason: 'completed', usage: { promptTokens: 1 } },
     });
     expect(runId).toMatch(/^run_[A-Za-z0-9_-]{24}$/);
+    peer.close();
+  });
+
+  it('to a 1.3 client, the start reply stands for subagent/start, and a run ending at once rides in the same write', async () => {
+    const peer = await RawPeer.initialized(daemon.socket);
+    const chunks: string[] = [];
+    peer.socket.on('data', (chunk: Buffer) => chunks.push(chunk.toString('utf8')));
+    const reply = await peer.request('subagent/start', { provider: 'echo', prompt: prompt('echo hi'), parent });
+    const { runId } = reply.result as { runId: string };
+    const end = await peer.waitFor((m) => m.method === 'subagent/end');
+    expect(peer.notifications('subagent/start')).toEqual([]);
+    expect(peer.messages.indexOf(reply)).toBeLessThan(peer.messages.indexOf(end));
+    expect(end.params).toMatchObject({ runId, stopReason: 'completed' });
+    // One write: the reply and the end of a run that ended in the turn it was answered.
+    const carrying = chunks.find((chunk) => chunk.includes(`"result":{"runId":"${runId}"`));
+    expect(carrying).toContain('"method":"subagent/end"');
+    // A resumption's reply stands for its notice too.
+    const resumed = await peer.request('run/resume', { runId, prompt: prompt('echo again') });
+    await peer.waitFor((m) => m.method === 'subagent/end' && (m.params as { runId?: string }).runId === (resumed.result as { runId: string }).runId);
+    expect(peer.notifications('subagent/start')).toEqual([]);
     peer.close();
   });
 
@@ -332,7 +352,7 @@ describe('cancellation', () => {
     expect(Date.now() - t0).toBeLessThan(2000);
     expect(reply.error).toMatchObject({ code: -32800, data: { code: 'ABORTED' } });
     expect((await stats(peer)).rollbacks).toBe(before.rollbacks + 1);
-    expect(peer.notifications('subagent/start')).toHaveLength(2); // only the two stats probes'
+    expect(peer.notifications('subagent/end')).toHaveLength(2); // only the two stats probes'
     peer.close();
   });
 

@@ -150,6 +150,8 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
   private takesRetryEvents = true;
   /** Whether the client's protocol knows RunInfo's `worker` (1.3 and later); its closed schema would refuse it before. */
   private takesWorker = true;
+  /** Whether the client takes a start or resume reply as that run's `subagent/start` notice (1.3 and later). */
+  private startInReply = true;
 
   constructor(
     readonly id: string,
@@ -323,7 +325,9 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
     else this.unanswered.set(runId, then);
   }
 
-  notifyStart(event: SubagentStartEvent): void {
+  notifyStart(event: SubagentStartEvent, answeredBy?: StartAnswer): void {
+    // A 1.3 client reads the start notice from the reply that hands it the run: one message less.
+    if (answeredBy === this && this.startInReply) return;
     this.notify(StartNotification, event);
   }
 
@@ -485,6 +489,7 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
     this.initialized = true;
     this.takesRetryEvents = minorOf(version) >= 1;
     this.takesWorker = minorOf(version) >= 3;
+    this.startInReply = minorOf(version) >= 3;
     const client = params.clientInfo ?? { name: 'lsp-client' };
     this.clientName = `${client.name}@${client.version ?? '?'}`;
     this.log.info({ client: this.clientName, lsp }, 'client initialized');

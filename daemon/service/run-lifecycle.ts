@@ -139,7 +139,7 @@ export class RunLifecycle {
       (result) => host.afterAnswer(() => this.settle(record, result, undefined, resolveSettled, rejectSettled)),
       (error: unknown) => host.afterAnswer(() => this.settle(record, undefined, error, resolveSettled, rejectSettled)),
     );
-    this.emit(record, { kind: 'start', payload: identity });
+    this.emit(record, { kind: 'start', payload: identity }, answer);
     if (answer) answer.whenSent(identity.runId, () => host.answered());
     else host.answered();
     return { ...identity, runToken };
@@ -217,8 +217,8 @@ export class RunLifecycle {
   }
 
   /** The owner first, then lifecycle listeners; a throwing or rejecting listener is logged, never fatal. */
-  private emit(record: LiveRun, event: LifecycleEvent): void {
-    this.deliver(record.runId, event.kind, () => (event.kind === 'start' ? record.owner.notifyStart(event.payload) : record.owner.notifyEnd(event.payload)));
+  private emit(record: LiveRun, event: LifecycleEvent, answer?: StartAnswer): void {
+    this.deliver(record.runId, event.kind, () => (event.kind === 'start' ? record.owner.notifyStart(event.payload, answer) : record.owner.notifyEnd(event.payload)));
     for (const listener of this.listeners) this.deliver(record.runId, event.kind, () => listener(event));
   }
 

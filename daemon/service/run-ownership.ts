@@ -29,7 +29,11 @@ export interface RunOwner {
   readonly open: boolean;
   /** Its runs stay resumable in the ledger across a daemon shutdown (continuable children). */
   readonly durable?: boolean;
-  notifyStart(event: SubagentStartEvent): void;
+  /**
+   * `answeredBy`: the caller's StartAnswer when its reply hands this run over; a connection whose
+   * client takes that reply as the start notice (protocol 1.3) sends no notification then.
+   */
+  notifyStart(event: SubagentStartEvent, answeredBy?: StartAnswer): void;
   notifyEnd(event: EndParams): void;
   notifyRunEvent(event: RunEventParams): void;
   callTool(params: ToolCallParams, signal: AbortSignal): Promise<ToolCallResult>;

@@ -113,14 +113,13 @@ export class PeerConnection {
     return this.connection.sendRequest(method, params);
   }
 
-  /** The daemon's lifecycle pair for a run. */
+  /** The daemon's end of a run it answered the start of (a 1.3 daemon's start notice is that reply). */
   async finishRun(
     runId: string,
     result: SubagentResult = COMPLETED,
     identity: { provider?: string; id?: string } = {},
   ): Promise<void> {
     const base = { runId, provider: identity.provider ?? 'spawn', id: identity.id ?? `child-${runId}`, local: false };
-    await this.notify('subagent/start', base);
     const end: EndParams = { ...base, stopReason: result.stopReason, result };
     await this.notify('subagent/end', end);
   }

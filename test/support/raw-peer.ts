@@ -46,11 +46,11 @@ export class RawPeer {
     });
   }
 
-  /** Connects and completes `initialize` with the daemon's token. */
-  static async initialized(path: string, name = 'raw'): Promise<RawPeer> {
+  /** Connects and completes `initialize` with the daemon's token, speaking `protocolVersion` (default ours). */
+  static async initialized(path: string, name = 'raw', protocolVersion = PROTOCOL_VERSION): Promise<RawPeer> {
     const peer = await RawPeer.connect(path);
     const token = readFileSync(`${path}.token`, 'utf8').trim();
-    const reply = await peer.request('initialize', { protocolVersion: PROTOCOL_VERSION, clientInfo: { name, version: '0' }, token });
+    const reply = await peer.request('initialize', { protocolVersion, clientInfo: { name, version: '0' }, token });
     if (reply.error) throw new Error(`initialize failed: ${reply.error.message}`);
     return peer;
   }
