@@ -120,8 +120,9 @@ export class RpcChannel {
     const invalid = type.checkParams(params);
     if (invalid) return Promise.reject(invalidParams(type.method, invalid));
     return new Promise<R>((resolve, reject) => {
-      const source = new CancellationTokenSource();
-      const link = options.token?.onCancellationRequested(() => source.cancel());
+      // A source of our own only where the timeout must cancel too; else the caller's token (or none).
+      const source = options.timeoutMs === undefined ? undefined : new CancellationTokenSource();
+      const link = source && options.token?.onCancellationRequested(() => source.cancel());
       let timer: NodeJS.Timeout | undefined;
       let settled = false;
       const settle = (): boolean => {
@@ -139,7 +140,7 @@ export class RpcChannel {
       if (options.timeoutMs !== undefined) {
         const ms = options.timeoutMs;
         timer = setTimeout(() => {
-          source.cancel();
+          source?.cancel();
           fail(
             new SubagentError(
               'DAEMON_UNRESPONSIVE',
@@ -154,7 +155,7 @@ export class RpcChannel {
       const declared: RequestType<unknown, unknown, SubagentErrorData> = type;
       let sent: Promise<unknown>;
       try {
-        sent = this.connection.sendRequest(declared, params, source.token);
+        sent = this.connection.sendRequest(declared, params, source?.token ?? options.token);
       } catch (error) {
         fail(fromWire(error, lost));
         return;

@@ -134,14 +134,18 @@ export class RunLifecycle {
       lease.release();
       throw error;
     }
-    this.runLines.info({ runId: record.runId, provider, owner: owner.id }, 'run started');
     run.result.finally(() => lease.release()).then(
       (result) => host.afterAnswer(() => this.settle(record, result, undefined, resolveSettled, rejectSettled)),
       (error: unknown) => host.afterAnswer(() => this.settle(record, undefined, error, resolveSettled, rejectSettled)),
     );
     this.emit(record, { kind: 'start', payload: identity }, answer);
-    if (answer) answer.whenSent(identity.runId, () => host.answered());
-    else host.answered();
+    // Logged once the answer has its place: the log file's write then follows the reply's.
+    const opened = (): void => {
+      this.runLines.info({ runId: record.runId, provider, owner: owner.id }, 'run started');
+      host.answered();
+    };
+    if (answer) answer.whenSent(identity.runId, opened);
+    else opened();
     return { ...identity, runToken };
   }
 
