@@ -124,6 +124,9 @@ export interface ConnectionContext {
   readonly log: Logger;
 }
 
+/** The signal of a request whose handler never looks at one. */
+const NEVER_ABORTED = new AbortController().signal;
+
 /** Violations logged per connection before they are only counted. */
 const LOGGED_VIOLATIONS = 3;
 
@@ -512,6 +515,8 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
     // The library's HandlerResult is conditional on R and does not resolve for a generic R: the
     // declaration is registered as answering `unknown` (an upcast; the result is checked below).
     const registered: RequestType<unknown, unknown, SubagentErrorData> = type;
+    // Only handlers that take the signal (the starts) get an AbortController tied to the token.
+    const takesSignal = handler.length >= 2;
     this.rpc.onRequest(registered, async (raw: unknown, token: CancellationToken) => {
       try {
         if (requiresInitialize && !this.initialized) {
@@ -519,18 +524,20 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
         }
         const params = type.readParams(raw ?? {});
         if (!params.ok) throw invalidParams(method, params.failure);
-        const abort = new AbortController();
-        // A cancel read before this request was dispatched is already on the token, and the
-        // library reports it to a listener only a timer turn later: by then a quick start has
-        // published its child. Look at the token now, then listen for a later cancel.
-        if (token.isCancellationRequested) abort.abort();
-        const subscription = token.onCancellationRequested(() => abort.abort());
         let result: R;
-        try {
-          result = await handler(params.value, abort.signal);
-        } finally {
-          subscription.dispose();
-        }
+        if (takesSignal) {
+          const abort = new AbortController();
+          // A cancel read before this request was dispatched is already on the token, and the
+          // library reports it to a listener only a timer turn later: by then a quick start has
+          // published its child. Look at the token now, then listen for a later cancel.
+          if (token.isCancellationRequested) abort.abort();
+          const subscription = token.onCancellationRequested(() => abort.abort());
+          try {
+            result = await handler(params.value, abort.signal);
+          } finally {
+            subscription.dispose();
+          }
+        } else result = await handler(params.value, NEVER_ABORTED);
         const wrong = type.checkResult(result);
         if (wrong) {
           // A published run this reply would have handed over is released, not held until the

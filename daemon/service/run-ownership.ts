@@ -11,7 +11,7 @@
  * - A run whose owner went away belongs to DETACHED: nothing is delivered, client tools fail,
  *   permission prompts are cancelled.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { hash, randomBytes } from 'node:crypto';
 import { tokensEqual } from '../../common/daemon-token.js';
 import type {
   EndParams,
@@ -76,7 +76,8 @@ export function mintRunId(): string {
 
 export const mintToken = (): string => random(24).toString('base64url');
 
-export const hashToken = (token: string): string => createHash('sha256').update(token).digest('hex');
+/** One-shot `crypto.hash`: half the cost of a Hash object per start. */
+export const hashToken = (token: string): string => hash('sha256', token, 'hex');
 
 export function tokenMatches(token: string, hash: string): boolean {
   return tokensEqual(hashToken(token), hash);
