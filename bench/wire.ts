@@ -61,7 +61,8 @@ export async function wireOverhead(report: Report, cleanup: Cleanup, options: Wi
     '1. Wire overhead (trivial `echo` provider)',
     'start→ready: from calling start until the run handle is ready (the `subagent/start` answer). start→result: until its ' +
       'result is in (the `subagent/end` notification). Sequential runs/s include `run/dispose`: per run the wire carries two ' +
-      'requests (`subagent/start`, `run/dispose`) and two notifications (`subagent/start`, `subagent/end`). The floors answer a ' +
+      'requests (`subagent/start`, `run/dispose`) and one notification (`subagent/end`, in the same write as the start answer when the ' +
+      'run ends in that turn; from protocol 1.3 the answer stands for `subagent/start`). The floors answer a ' +
       'start-sized payload on the same kind of unix socket, each served by its own process as the daemon is: (d) vscode-jsonrpc ' +
       'with its own writers on both ends, (f) vscode-jsonrpc with the frame writer the client and daemon use, (r) no library. ' +
       `Configurations alternate in ${options.rounds} rounds; a round's medians make one pair, and "÷ floor" is the median ` +
@@ -149,7 +150,7 @@ export async function wireOverhead(report: Report, cleanup: Cleanup, options: Wi
     );
   }
   table.note(`Load average ${loadBefore} before these rounds, ${formatLoad()} after.`);
-  table.note('(e) is the message pattern of a start with no work behind it: the daemon sends `subagent/start` before answering.');
+  table.note('(e) is the message pattern of a start to a client of protocol 1.2 or older (the daemon sends `subagent/start` before answering); a 1.3 client, as here, gets (d)\'s pattern plus `subagent/end` in the answer\'s write.');
   table.note(
     'vscode-jsonrpc on both ends, by the medians: its writer costs (d) − (f) = ' +
       `${ms(spreadOf(floor.rounds).median - spreadOf(get('f').rounds).median)} a round trip; its reader, queue and promises (f) − (r) = ` +
@@ -175,6 +176,7 @@ export async function wireOverhead(report: Report, cleanup: Cleanup, options: Wi
     'server CPU',
     'server CPU per run',
     'bench (client) CPU',
+    'client CPU per run',
   ]);
   const maxConnections = Math.max(...options.connections);
   const procPool = await clients(cleanup, proc.socket, maxConnections, 'load-proc');
@@ -212,7 +214,9 @@ export async function wireOverhead(report: Report, cleanup: Cleanup, options: Wi
     const row = (label: string, figures: LoadFigures[], vs: string): void => {
       const cpu = spreadOf(figures.map((f) => f.serverCpu)).median;
       const perSecond = spreadOf(figures.map((f) => f.perSecond));
-      load.row(label, connections, spreadText(perSecond, (v) => rate(v)), vs, pct(cpu), `${((cpu / perSecond.median) * 1e6).toFixed(0)} µs`, pct(spreadOf(figures.map((f) => f.clientCpu)).median));
+      const clientCpu = spreadOf(figures.map((f) => f.clientCpu)).median;
+      const perRun = (share: number): string => `${((share / perSecond.median) * 1e6).toFixed(0)} µs`;
+      load.row(label, connections, spreadText(perSecond, (v) => rate(v)), vs, pct(cpu), perRun(cpu), pct(clientCpu), perRun(clientCpu));
     };
     row('daemon process (b)', daemon, spreadText(fraction, ratio));
     row('floor: vscode-jsonrpc echo process (d)', echo, '1.00×');

@@ -274,7 +274,8 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
     const then = this.unanswered.get(runId);
     if (!then) return;
     this.unanswered.delete(runId);
-    queueMicrotask(then);
+    // A promise job, not queueMicrotask: that one wraps each callback in an async resource (~1 us).
+    void Promise.resolve().then(then);
   }
 
   /** A reply went out: only replies to requests we handed over count (not framing errors). */
