@@ -3,7 +3,6 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { createBuiltinProviders } from '../daemon/builtin-providers.js';
 import { ConfigError } from '../daemon/config.js';
-import { Cluster } from '../daemon/cluster/cluster.js';
 import { createDaemon } from '../daemon/daemon.js';
 import { DaemonSettings } from '../daemon/ops/reload.js';
 import { Delegation } from '../daemon/service/delegation.js';
@@ -80,11 +79,12 @@ export async function daemonCommand(argv: string[]): Promise<number> {
   };
   // Cluster mode: starts go to the shared queue on NATS and this member executes runs from it.
   // Unreachable NATS is fatal here, before the state dir is locked: the daemon never half-joins.
+  // The NATS client (about 70 modules) loads only here: a daemon outside a cluster never pays for it.
   const natsUrl = (values['nats'] as string | undefined) ?? process.env['SUBAGENTD_NATS'] ?? settings.config.cluster?.nats;
   const cluster =
     natsUrl === undefined
       ? undefined
-      : await Cluster.join(
+      : await (await import('../daemon/cluster/cluster.js')).Cluster.join(
           {
             url: natsUrl,
             cap: admission.maxConcurrentRuns ?? DEFAULT_ADMISSION_LIMITS.maxConcurrentRuns,

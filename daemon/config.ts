@@ -6,8 +6,9 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, isAbsolute, resolve } from 'node:path';
-import { Ajv, type ValidateFunction } from 'ajv';
+import type { ValidateFunction } from 'ajv';
 import { MAX_TEXT_BYTES, describeAjvErrors } from '../protocol/index.js';
+import { newAjv } from '../protocol/validation.js';
 import { ACP_PROVIDER_ENTRY_SCHEMA, type AcpProviderConfig } from './providers/acp/config.js';
 
 /** A configured ACP agent; its fields and their schema live with the provider (providers/acp/config.ts). */
@@ -195,9 +196,10 @@ export const CONFIG_AJV_OPTIONS = { allErrors: true, strict: false, validateSche
 /** The build's ahead-of-time validator, beside this module in dist/ (scripts/config-validator.ts). */
 export const CONFIG_VALIDATOR_FILE = 'config-validator.cjs';
 
-// Made on the first config read: a daemon or command without a config file never pays for it.
+// Made on the first config read: a daemon or command without a config file never pays for it, and
+// with the build's validator Ajv itself never loads.
 let compiled: ValidateFunction<DaemonConfig> | undefined;
-const validator = (): ValidateFunction<DaemonConfig> => (compiled ??= prebuilt() ?? new Ajv(CONFIG_AJV_OPTIONS).compile<DaemonConfig>(schema));
+const validator = (): ValidateFunction<DaemonConfig> => (compiled ??= prebuilt() ?? newAjv(CONFIG_AJV_OPTIONS).compile<DaemonConfig>(schema));
 
 /** The build's validator when it was made from this very schema; else none (sources, stale dist). */
 function prebuilt(): ValidateFunction<DaemonConfig> | undefined {

@@ -30,8 +30,9 @@
  * children (each replays the script from its first entry).
  */
 import { readFileSync } from 'node:fs';
-import { Ajv, type ValidateFunction } from 'ajv';
+import type { ValidateFunction } from 'ajv';
 import { describeAjvError, type SessionEvent, type ToolCall, type Usage } from '../../../protocol/index.js';
+import { newAjv } from '../../../protocol/validation.js';
 import { ModelError, type ModelAdapter, type ModelFinish, type ModelStep, type ModelStepRequest } from './model-adapter.js';
 
 export interface ScriptedToolCall {
@@ -117,7 +118,7 @@ export const SCRIPT_SCHEMA: object = scriptSchema;
 // without a meta-schema check at run time (the test above makes it once).
 let compiled: ValidateFunction<ModelScript> | undefined;
 const scriptValidator = (): ValidateFunction<ModelScript> =>
-  (compiled ??= new Ajv({ allErrors: false, strict: false, allowUnionTypes: true, validateSchema: false }).compile<ModelScript>(scriptSchema));
+  (compiled ??= newAjv({ allErrors: false, strict: false, allowUnionTypes: true, validateSchema: false }).compile<ModelScript>(scriptSchema));
 
 /** Checks a parsed script; throws ModelError('config') naming the first bad field. */
 export function parseScript(value: unknown, origin = 'script'): ModelScript {

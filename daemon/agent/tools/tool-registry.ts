@@ -4,8 +4,9 @@
  * schema, a tool that throws) becomes an `isError` result the model can read: a run never
  * crashes on a tool.
  */
-import { Ajv, type ValidateFunction } from 'ajv';
+import type { Ajv, ValidateFunction } from 'ajv';
 import type { ToolCall } from '../../../protocol/index.js';
+import { newAjv } from '../../../protocol/validation.js';
 import type { ToolSpec } from '../model/model-adapter.js';
 import { textOutcome, type AgentTool, type ToolContext, type ToolOutcome } from './tool.js';
 
@@ -73,7 +74,7 @@ export class ToolRegistry {
       return textOutcome(`The arguments of ${call.name} are not valid JSON: ${(error as Error).message}`, true);
     }
     if (!entry.validate(args)) {
-      const why = sharedAjv.errorsText(entry.validate.errors, { dataVar: 'arguments', separator: '; ' });
+      const why = sharedAjv().errorsText(entry.validate.errors, { dataVar: 'arguments', separator: '; ' });
       return textOutcome(`Invalid arguments for ${call.name}: ${why}`, true);
     }
     try {
@@ -94,8 +95,10 @@ export class ToolRegistry {
  * one daemon mostly share their tools' schemas, and compiling them per child cost ~12 ms of CPU
  * per start. The cache is bounded and evicts from Ajv too, so a long-lived daemon does not
  * accumulate every client's schemas. Formats are not validated (no format plugin is a dependency).
+ * Made when the first child's tools are compiled, so an idle daemon has not loaded Ajv.
  */
-const sharedAjv = new Ajv({ allErrors: true, strict: false, validateFormats: false, logger: false });
+let ajv: Ajv | undefined;
+const sharedAjv = (): Ajv => (ajv ??= newAjv({ allErrors: true, strict: false, validateFormats: false, logger: false }));
 const compiled = new Map<string, { schema: object; validate: ValidateFunction }>();
 const MAX_CACHED_SCHEMAS = 512;
 
@@ -108,12 +111,12 @@ function compileCached(schema: Record<string, unknown>): ValidateFunction {
     return hit.validate;
   }
   const copy = structuredClone(schema);
-  const validate = sharedAjv.compile(copy);
+  const validate = sharedAjv().compile(copy);
   compiled.set(key, { schema: copy, validate });
   if (compiled.size > MAX_CACHED_SCHEMAS) {
     const [oldestKey, oldest] = compiled.entries().next().value as [string, { schema: object }];
     compiled.delete(oldestKey);
-    sharedAjv.removeSchema(oldest.schema);
+    sharedAjv().removeSchema(oldest.schema);
   }
   return validate;
 }

@@ -3,8 +3,9 @@
  * object as the final message, and that message is parsed and validated with ajv. A final
  * message that is not valid JSON for the schema fails the run; there is no re-prompt.
  */
-import { Ajv, type ValidateFunction } from 'ajv';
+import type { ValidateFunction } from 'ajv';
 import { SubagentError, boundDiagnostic, describeAjvErrors, type ObjectJsonSchema } from '../../../protocol/index.js';
+import { newAjv } from '../../../protocol/validation.js';
 
 export type StructuredCheck = { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly diagnostic: string };
 
@@ -21,7 +22,7 @@ export function compileStructuredOutput(schema: ObjectJsonSchema): StructuredOut
   let validate: ValidateFunction;
   try {
     // One Ajv per schema: a shared instance would cache every client's schema for the daemon's life.
-    validate = new Ajv({ allErrors: true, strict: false, allowUnionTypes: true }).compile(schema);
+    validate = newAjv({ allErrors: true, strict: false, allowUnionTypes: true }).compile(schema);
   } catch (error) {
     throw new SubagentError('UNSUPPORTED_SCHEMA', `output schema does not compile: ${error instanceof Error ? error.message : String(error)}`);
   }
