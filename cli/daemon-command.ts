@@ -10,6 +10,7 @@ import { DEFAULT_ADMISSION_LIMITS } from '../daemon/store/admission-queue.js';
 import { createLogger } from '../daemon/ops/logger.js';
 import { stateFiles } from '../daemon/ops/paths.js';
 import { installProcessGuards } from '../daemon/ops/process-guards.js';
+import { releaseMemory, releaseMemoryWhenIdle, type Released } from '../daemon/ops/idle-memory.js';
 import { loadProviderModules } from '../daemon/provider-modules.js';
 import { secretNames, takeSecrets } from '../daemon/ops/secrets.js';
 import { startupFailure } from '../daemon/ops/startup-error.js';
@@ -127,6 +128,11 @@ export async function daemonCommand(argv: string[]): Promise<number> {
   // All the daemon's code is loaded: keep it compiled for the next start before serving, so even
   // a daemon that is killed leaves the cache (a write of ~1 MiB the first time, nothing after).
   flushCompileCache();
+  // Loading all that left garbage and a young generation sized for it: collect before serving,
+  // so an idle daemon holds only what it uses (see idle-memory.ts), and again after each busy spell.
+  logReleased(log, 'start', releaseMemory());
+  const stopReleasing = releaseMemoryWhenIdle(IDLE_RELEASE_QUIET_MS, (released) => logReleased(log, 'idle', released));
+  void daemon.whenClosed.then(stopReleasing);
   installProcessGuards({ log, close: () => daemon.close() });
   const stop = (signal: string): void => {
     log.info({ signal }, 'signal received');
@@ -178,6 +184,13 @@ export async function daemonCommand(argv: string[]): Promise<number> {
   setTimeout(() => process.exit(process.exitCode ?? 0), 2000).unref();
   await leaving;
   return 0;
+}
+
+/** Quiet time after work before the daemon gives memory back: short next to a user's pause, long next to a burst's gaps. */
+const IDLE_RELEASE_QUIET_MS = 2000;
+
+function logReleased(log: { debug(object: object, message: string): void }, when: string, released: Released | undefined): void {
+  if (released) log.debug({ when, rssBefore: released.rssBefore, rssAfter: released.rssAfter, ms: Math.round(released.ms * 10) / 10 }, 'memory released');
 }
 
 function positiveInt(value: string | boolean | undefined, flag: string): number {
