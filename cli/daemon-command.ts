@@ -16,6 +16,7 @@ import { secretNames, takeSecrets } from '../daemon/ops/secrets.js';
 import { startupFailure } from '../daemon/ops/startup-error.js';
 import { StateFaults } from '../daemon/store/state-faults.js';
 import { flushCompileCache } from './compile-cache.js';
+import { releaseOptimizingCompiler } from './startup-compiler.js';
 import { commonSettings, DAEMON_FLAGS, LOG_LEVELS, parse } from './options.js';
 
 export async function daemonCommand(argv: string[]): Promise<number> {
@@ -131,6 +132,8 @@ export async function daemonCommand(argv: string[]): Promise<number> {
   // Loading all that left garbage and a young generation sized for it: collect before serving,
   // so an idle daemon holds only what it uses (see idle-memory.ts), and again after each busy spell.
   logReleased(log, 'start', releaseMemory());
+  // Start-up is over: code that gets hot from here on is serving code, worth optimizing.
+  releaseOptimizingCompiler();
   const stopReleasing = releaseMemoryWhenIdle(IDLE_RELEASE_QUIET_MS, (released) => logReleased(log, 'idle', released));
   void daemon.whenClosed.then(stopReleasing);
   installProcessGuards({ log, close: () => daemon.close() });

@@ -21,6 +21,8 @@ export interface DaemonProcess {
   readonly configPath: string;
   readonly proc: ChildProcess;
   stderr(): string;
+  /** What it wrote on stdout (nothing, unless a node flag such as --trace-opt prints there). */
+  stdout(): string;
   /** SIGTERM, wait for exit (SIGKILL after 5 s), remove the temp dir. */
   stop(): Promise<void>;
 }
@@ -35,6 +37,8 @@ export interface StartOptions {
   readonly env?: Readonly<Record<string, string>>;
   /** Load the fixture providers (test/fixtures/test-providers.ts). Default true. */
   readonly fixtures?: boolean;
+  /** Flags for node itself, before the CLI. */
+  readonly nodeArgs?: readonly string[];
 }
 
 /**
@@ -70,12 +74,14 @@ async function launch(
   const { dir, socket, stateDir, configPath } = paths;
   const env = daemonEnv(options.env);
   const spawnedAt = Date.now();
-  const proc = spawn(process.execPath, [CLI, 'daemon', '--socket', socket, '--state-dir', stateDir, '--config', configPath, ...extraArgs], {
-    stdio: ['ignore', 'ignore', 'pipe'],
+  const proc = spawn(process.execPath, [...(options.nodeArgs ?? []), CLI, 'daemon', '--socket', socket, '--state-dir', stateDir, '--config', configPath, ...extraArgs], {
+    stdio: ['ignore', 'pipe', 'pipe'],
     env,
   });
   let err = '';
+  let out = '';
   proc.stderr?.on('data', (d: Buffer) => (err += d.toString()));
+  proc.stdout?.on('data', (d: Buffer) => (out += d.toString()));
   const exited = new Promise<void>((res) => proc.once('exit', () => res()));
   // A killed predecessor leaves its socket and token behind: wait for this daemon's own token,
   // then for a connect to be accepted (the token is written before the socket listens).
@@ -93,6 +99,7 @@ async function launch(
     ...paths,
     proc,
     stderr: () => err,
+    stdout: () => out,
     async stop() {
       if (proc.exitCode === null && proc.signalCode === null) {
         proc.kill('SIGTERM');
