@@ -134,7 +134,11 @@ export async function daemonCommand(argv: string[]): Promise<number> {
   logReleased(log, 'start', releaseMemory());
   // Start-up is over: code that gets hot from here on is serving code, worth optimizing.
   releaseOptimizingCompiler();
-  const stopReleasing = releaseMemoryWhenIdle(IDLE_RELEASE_QUIET_MS, (released) => logReleased(log, 'idle', released));
+  const stopReleasing = releaseMemoryWhenIdle({
+    quietMs: IDLE_RELEASE_QUIET_MS,
+    busy: () => daemon.service.busy,
+    onRelease: (released) => logReleased(log, 'idle', released),
+  });
   void daemon.whenClosed.then(stopReleasing);
   installProcessGuards({ log, close: () => daemon.close() });
   const stop = (signal: string): void => {

@@ -1,7 +1,8 @@
 /**
  * daemon/ops/idle-memory.ts in this process: the release shrinks V8's young generation back to
  * its minimum (what a plain full GC does not do), leaves no `gc` global behind, and the idle
- * watcher releases once per idle spell, only after the event loop has worked.
+ * watcher releases once per idle spell, only after the event loop has worked and only while
+ * nothing is busy.
  */
 import { getHeapSpaceStatistics } from 'node:v8';
 import { afterEach, expect, it } from 'vitest';
@@ -44,17 +45,45 @@ it('shrinks the young generation that a burst of allocation grew, and exposes no
   expect(typeof (globalThis as { gc?: unknown }).gc === 'function').toBe(hadGc);
 });
 
+/** Polls until `check` holds (bounded), for the watcher's own timer to act. */
+async function until(check: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!check() && performance.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+}
+
 it('releases once after work followed by quiet, and not again while nothing happens', async () => {
   const releases: Released[] = [];
-  stop = releaseMemoryWhenIdle(0, (released) => releases.push(released), 100);
+  stop = releaseMemoryWhenIdle({ quietMs: 0, onRelease: (released) => releases.push(released), checkEveryMs: 100 });
   // Quiet from the start: nothing to give back yet.
   await new Promise((resolve) => setTimeout(resolve, 350));
   expect(releases).toHaveLength(0);
   busy(150);
-  const deadline = performance.now() + 10_000;
-  while (releases.length === 0 && performance.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+  await until(() => releases.length > 0);
   expect(releases).toHaveLength(1);
   // Its own collection is not work that calls for another one.
   await new Promise((resolve) => setTimeout(resolve, 500));
+  expect(releases).toHaveLength(1);
+});
+
+it('waits while the process says it is busy, and releases once it is not', async () => {
+  const releases: Released[] = [];
+  let checks = 0;
+  let runsLive = true;
+  stop = releaseMemoryWhenIdle({
+    quietMs: 0,
+    busy: () => {
+      checks += 1;
+      return runsLive;
+    },
+    onRelease: (released) => releases.push(released),
+    checkEveryMs: 100,
+  });
+  busy(150);
+  // Asked several times after the work, and refused each time.
+  await until(() => checks >= 3);
+  expect(checks).toBeGreaterThanOrEqual(3);
+  expect(releases).toHaveLength(0);
+  runsLive = false;
+  await until(() => releases.length > 0);
   expect(releases).toHaveLength(1);
 });
