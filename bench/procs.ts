@@ -17,6 +17,20 @@ export function rssOf(pid: number): number {
   }
 }
 
+/**
+ * The anonymous part of a process's RSS in bytes (RssAnon: its heap, stacks and malloc), or NaN.
+ * The rest is file-backed (RssFile: the node binary's and libraries' pages it has touched), which
+ * every node process on the machine shares but each one's RSS counts in full.
+ */
+export function anonRssOf(pid: number): number {
+  try {
+    const match = /^RssAnon:\s+(\d+)\s+kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return match ? Number(match[1]) * 1024 : Number.NaN;
+  } catch {
+    return Number.NaN;
+  }
+}
+
 /** Clock ticks per second for /proc/PID/stat times; 100 on every mainstream Linux build. */
 const CLK_TCK = 100;
 
