@@ -29,6 +29,9 @@ import type { SettingsStatus } from '../../protocol/index.js';
 
 const RESTART_ONLY = ['socket', 'stateDir', 'limits', 'tools', 'persona', 'personaVars', 'maxSteps', 'providerModules', 'tcp', 'requireToken', 'maxFrameBytes'] as const;
 
+/** Where a provider runs: what the registry should hold for it, and how to take it back. */
+export type ProviderPlacement = (provider: DaemonProvider) => { provider: DaemonProvider; release(): void };
+
 export function envFilePath(stateDir: string, env: NodeJS.ProcessEnv): string {
   return env['SUBAGENTD_ENV_FILE'] || join(stateDir, 'daemon.env');
 }
@@ -52,6 +55,7 @@ export class DaemonSettings {
   private unregisterAcp: Array<() => void> = [];
   private acp: DaemonProvider[] = [];
   private registry: ProviderRegistry | undefined;
+  private place: ProviderPlacement | undefined;
   /** One record of ACP agents' process groups for every provider generation (see agent-groups.ts). */
   private readonly groups: AgentGroups;
 
@@ -78,11 +82,24 @@ export class DaemonSettings {
     return (this.config.providers ?? []).map((entry) => createAcpProvider(entry, { log: this.log.child({ provider: entry.name }), groups: this.groups }));
   }
 
-  /** Registers the config's ACP providers and re-registers them on every reload. */
-  attach(registry: ProviderRegistry): void {
+  /**
+   * Registers the config's ACP providers and re-registers them on every reload. `place` puts
+   * each where it runs (a cluster member: in the pool) and gives what the registry holds.
+   */
+  attach(registry: ProviderRegistry, place?: ProviderPlacement): void {
     this.registry = registry;
+    this.place = place;
     this.acp = this.acpProviders();
-    this.unregisterAcp = this.acp.map((provider) => registry.register(provider));
+    this.unregisterAcp = this.acp.map((provider) => this.register(provider));
+  }
+
+  private register(provider: DaemonProvider): () => void {
+    const placed = this.place?.(provider) ?? { provider, release: () => undefined };
+    const unregister = this.registry!.register(placed.provider);
+    return () => {
+      unregister();
+      placed.release();
+    };
   }
 
   reload(): SettingsStatus {
@@ -105,7 +122,7 @@ export class DaemonSettings {
         void old.close?.().catch((error: unknown) => this.log.warn({ err: error, provider: old.name }, 'stopping warm ACP agents failed'));
       }
       this.acp = this.acpProviders();
-      this.unregisterAcp = this.acp.map((provider) => this.registry!.register(provider));
+      this.unregisterAcp = this.acp.map((provider) => this.register(provider));
     }
     this.generation += 1;
     this.loadedAt = new Date().toISOString();
