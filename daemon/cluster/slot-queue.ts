@@ -125,6 +125,8 @@ export class Lease {
   private lapseTimer: NodeJS.Timeout | undefined;
   private confirmedAt: number;
   private done = false;
+  /** Re-arms the lapse timer after a confirmed heartbeat (set by keepAlive). */
+  private rearm: (() => void) | undefined;
 
   constructor(
     private readonly link: NatsLink,
@@ -163,22 +165,10 @@ export class Lease {
       }, Math.max(0, due));
       this.lapseTimer.unref();
     };
+    this.rearm = armLapse;
     const tick = (): void => {
       if (this.done) return;
-      const sentAt = Date.now();
-      try {
-        this.msg.respond('+WPI');
-        this.link.nc.flush().then(
-          () => {
-            if (this.done || sentAt <= this.confirmedAt) return;
-            this.confirmedAt = sentAt;
-            armLapse();
-          },
-          () => undefined,
-        );
-      } catch {
-        // offline: the lapse timer runs on
-      }
+      this.beat();
       this.timer = setTimeout(tick, this.heartbeatMs);
       this.timer.unref();
     };
@@ -187,10 +177,35 @@ export class Lease {
     this.timer.unref();
   }
 
-  /** The run is over: the ticket leaves the queue (confirmed by the server). */
+  /**
+   * One heartbeat now, counted once the server confirmed it (also sent at once when the link comes
+   * back after an outage: the server may have restarted, and its lease clock with it).
+   */
+  beat(): void {
+    if (this.done) return;
+    const sentAt = Date.now();
+    try {
+      this.msg.respond('+WPI');
+      this.link.nc.flush().then(
+        () => {
+          if (this.done || sentAt <= this.confirmedAt) return;
+          this.confirmedAt = sentAt;
+          this.rearm?.();
+        },
+        () => undefined,
+      );
+    } catch {
+      // offline: the lapse timer runs on
+    }
+  }
+
+  /**
+   * The run is over: the ticket leaves the queue (confirmed by the server). Until the server
+   * confirms, the lease is kept alive: an ack that fails (NATS away) can be tried again.
+   */
   async ack(): Promise<void> {
-    this.stop();
     await this.link.nc.request(this.msg.reply!, '+ACK', { timeout: 5000 });
+    this.stop();
   }
 
   /** Give the ticket back for someone else (or this member) after `delayMs`. */
