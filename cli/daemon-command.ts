@@ -117,7 +117,9 @@ export async function daemonCommand(argv: string[]): Promise<number> {
     ...(settings.config.maxUnsentBytes !== undefined && { maxUnsentBytes: settings.config.maxUnsentBytes }),
     settingsStatus: () => reloadable.status(),
   });
-  reloadable.attach(daemon.service.registry);
+  // In a cluster the ACP providers (configured or reloaded) join the pool like the others.
+  reloadable.attach(daemon.service.registry, cluster && ((provider) => cluster.adopt(provider)));
+  cluster?.stopsWith(() => daemon.service.isShuttingDown);
   process.on('SIGHUP', () => {
     try {
       reloadable.reload();

@@ -59,10 +59,13 @@ export interface ProviderStartRequest extends SubagentStartRequestBase {
 
 /**
  * A run as the daemon holds it: the seam's run, whose `resume` also takes the continuation's own
- * cancellation signal (the start's signal is spent once a run was cancelled).
+ * cancellation signal (the start's signal is spent once a run was cancelled), and whose
+ * `sendMessage` may confirm delivery asynchronously.
  */
-export interface DaemonRun extends Omit<SubagentRun, 'resume'> {
+export interface DaemonRun extends Omit<SubagentRun, 'resume' | 'sendMessage'> {
   resume?(content: ContentBlock[], options?: { signal?: AbortSignal }): Promise<DaemonRun>;
+  /** As the seam's; a run executing elsewhere (cluster) confirms delivery when its promise settles. */
+  sendMessage?(content: ContentBlock[]): void | Promise<void>;
   /** Optional: stop at a step boundary (`after-step`); without it every interrupt is `now`. */
   interrupt?(level: InterruptLevel): void;
   /** The daemon executing the child, when that is not this one (a cluster member); read at each look, it may move. */

@@ -3,27 +3,45 @@
  * stand-in, which puts the start in the shared queue instead of running it here. Whichever
  * member claims it (this one included) runs the real provider (cluster-worker.ts); the stand-in
  * waits for the run's record to say the child exists, then hands the service a run whose result
- * is the record's outcome, whose events and tool calls arrive through the member relay, and whose
- * cancel, interrupt and dispose travel to the executing member on the run's control subject.
+ * is the record's outcome, whose events, tool calls and reports arrive through the member relay,
+ * and whose cancel, interrupt, steering and dispose travel to the executing member on the run's
+ * control subject.
+ *
+ * The stand-in offers what the real provider offers (capability by method presence):
+ * - `sendMessage` when the real provider steers: a request to the executing member, confirmed
+ *   by its answer (the service awaits it).
+ * - `resume` when the real provider resumes: a continuation is a run of its own, queued and
+ *   admitted like a start (same queue, same cap, claimed by compare-and-set). A member that
+ *   can restore the child (in-process) may take it anywhere, from the mirrored session; a child
+ *   that lives in an agent process (ACP) is pinned to the member holding that process.
+ * - `restore` when the real provider restores: a run only the record knows (a restarted front)
+ *   comes back as a settled handle whose `resume` queues a continuation as above.
  *
  * Rules and failures:
- * - While NATS is unreachable a start is refused at once with CLUSTER_UNAVAILABLE.
+ * - While NATS is unreachable a start, a resume and a message are refused with CLUSTER_UNAVAILABLE.
  * - Cancelled while queued: the record is moved to settled (aborted) by compare-and-set, so no
  *   member starts it; if a member claimed it first, that member is told to cancel it.
  * - A start the executing member could not make rejects with that member's error code.
+ * - A message to a run whose executing member does not answer (gone, or partitioned) is
+ *   RUN_STATE saying so: nothing was delivered, and the run follows the failover rules.
+ * - A dispose while this member is stopping leaves a settled run's record settled (resumable
+ *   after the member restarts, or through another member).
+ * - A dispose nobody answers ends the run here (aborted, naming the silent member) and, by
+ *   compare-and-set, in its record: a member taking the ticket over then only acknowledges it.
+ * - One continuation at a time per child: a second resume before the first settled is RUN_STATE.
  * - The run's result waits for the record to settle, on whichever member finishes it: a takeover
  *   after its worker's death is invisible here except for the new `worker`.
- * - Runs that outlive this member (its clients are gone with it) finish in the cluster; their
- *   outcome stays in their record.
  * - Once the run's client re-attached through another member (the record's `ownerMember` moved
  *   while it runs), this member hands it over: the result rejects with HANDED_OVER, the run's
  *   events stop coming here, and nothing more is sent to the executing member.
+ * - Runs that outlive this member (its clients are gone with it) finish in the cluster; their
+ *   outcome stays in their record.
  */
-import { SubagentError, type InterruptLevel, type SubagentResult } from '../../protocol/index.js';
-import type { DaemonProvider, DaemonRun, ProviderStartRequest } from '../provider.js';
-import { movedAway, ownerMovedFrom, type ClusterRun, type QueuedStart, type WorkerRef } from './cluster-run.js';
-import type { ControlMessage } from './cluster-worker.js';
-import type { MemberRelay } from './member-relay.js';
+import { SubagentError, type ContentBlock, type InterruptLevel, type SubagentResult } from '../../protocol/index.js';
+import type { DaemonProvider, DaemonRun, ProviderStartRequest, RestoreContext, RunHost } from '../provider.js';
+import { movedAway, ownerMovedFrom, sessionKeyOf, type ClusterRun, type QueuedStart, type WorkerRef } from './cluster-run.js';
+import type { ControlAnswer, ControlMessage } from './cluster-worker.js';
+import type { MemberRelay, ReportSink } from './member-relay.js';
 import type { NatsLink } from './nats-link.js';
 import type { ClusterNames } from './names.js';
 import type { ClusterScheduler } from './scheduler.js';
@@ -35,6 +53,8 @@ export interface FrontContext {
   readonly relay: MemberRelay;
   /** Calls `listener` with each newer record of `runId` until the returned function is called. */
   follow(runId: string, listener: (record: ClusterRun) => void): () => void;
+  /** Whether this member is stopping (its service disposes every run it holds). */
+  leaving: () => boolean;
 }
 
 /** A cluster run as the service holds it: `worker` names the member executing it now. */
@@ -42,25 +62,35 @@ export interface ClusterDaemonRun extends DaemonRun {
   readonly worker: WorkerRef | undefined;
 }
 
+/** How long a control request waits for the executing member's answer. */
+const CONTROL_TIMEOUT_MS = 5000;
+
 export function clusterProvider(inner: DaemonProvider, front: FrontContext): DaemonProvider {
+  const runtime = { sendMessage: inner.runtime.sendMessage, resume: inner.runtime.resume };
+  // A child that can be restored from its session continues anywhere; any other lives where it ran.
+  const kind: ChainKind = { runtime, movable: inner.restore !== undefined };
   return {
     name: inner.name,
     capabilities: inner.capabilities,
     inheritsParentContext: inner.inheritsParentContext,
-    // Resume and steering would need the child's session on the submitting member: not offered.
-    runtime: { sendMessage: false, resume: false },
-    start: (request) => submit(inner.name, request, front),
+    runtime,
+    start: (request) => submit(inner.name, request, front, kind),
+    ...(inner.restore && { restore: (childId: string, context: RestoreContext) => restoreHandle(childId, context, front, kind) }),
   };
 }
 
-async function submit(provider: string, request: ProviderStartRequest, front: FrontContext): Promise<ClusterDaemonRun> {
+interface ChainKind {
+  readonly runtime: DaemonProvider['runtime'];
+  readonly movable: boolean;
+}
+
+async function submit(provider: string, request: ProviderStartRequest, front: FrontContext, kind: ChainKind): Promise<ClusterDaemonRun> {
   front.link.assertOnline();
   request.signal.throwIfAborted();
-  const runId = request.host.runId;
-  const { signal, host: _host, report: _report, ...rest } = request;
+  const { signal, host, report, progress: _progress, ...rest } = request;
   const queued: QueuedStart = rest;
   const record: ClusterRun = {
-    runId,
+    runId: host.runId,
     owner: request.parent.sessionId,
     ownerMember: front.relay.memberId,
     provider,
@@ -68,8 +98,22 @@ async function submit(provider: string, request: ProviderStartRequest, front: Fr
     queuedAt: new Date().toISOString(),
     request: queued,
     attempt: 0,
+    ...(report && { reports: true }),
   };
-  front.relay.host(runId, request.host);
+  return launch(record, host, signal, report, front, kind);
+}
+
+/** Queues `record` (a start or a continuation) and resolves with its run once its child exists. */
+async function launch(
+  record: ClusterRun,
+  host: RunHost,
+  signal: AbortSignal,
+  report: ReportSink | undefined,
+  front: FrontContext,
+  kind: ChainKind,
+): Promise<ClusterDaemonRun> {
+  const { runId } = record;
+  front.relay.host(runId, host, report);
   let latest: ClusterRun = record;
   let settle!: (result: SubagentResult) => void;
   let handOver!: (error: SubagentError) => void;
@@ -91,12 +135,10 @@ async function submit(provider: string, request: ProviderStartRequest, front: Fr
       handOver(movedAway(next));
     }
   });
+  // Its client re-attached through another member, which holds the run now: touch nothing.
+  const movedOff = (): boolean => latest.ownerMember !== front.relay.memberId;
   const control = (message: ControlMessage): Promise<void> =>
-    // Its client re-attached through another member, which holds the run now: touch nothing.
-    latest.ownerMember !== front.relay.memberId ? Promise.resolve() : front.link.nc.request(front.names.controlSubject(runId), JSON.stringify(message), { timeout: 5000 }).then(
-      () => undefined,
-      () => undefined, // nobody executes it any more (or not yet reachable): the record has the truth
-    );
+    movedOff() ? Promise.resolve() : ask(front, runId, message).catch(() => undefined); // nobody executes it any more (or not yet reachable): the record has the truth
   const onAbort = (): void => void cancel();
   const cancel = async (): Promise<void> => {
     if (latest.state === 'queued') {
@@ -108,8 +150,10 @@ async function submit(provider: string, request: ProviderStartRequest, front: Fr
     await control({ op: 'cancel' });
   };
   signal.addEventListener('abort', onAbort, { once: true });
+  let stopWatching: (() => void) | undefined;
   try {
     await front.scheduler.submit(record);
+    if (record.pin !== undefined) stopWatching = watchHolder(() => latest, front);
     await started;
   } catch (error) {
     signal.removeEventListener('abort', onAbort);
@@ -118,7 +162,28 @@ async function submit(provider: string, request: ProviderStartRequest, front: Fr
     if (signal.aborted) throw new SubagentError('ABORTED', 'start was cancelled before the child was ready');
     if (error instanceof SubagentError) throw error;
     throw new SubagentError('CLUSTER_UNAVAILABLE', `the run could not be queued: ${error instanceof Error ? error.message : String(error)}`);
+  } finally {
+    stopWatching?.();
   }
+  const settled = (): boolean => latest.state === 'settled' || latest.state === 'disposed';
+  // Disposed while nobody answers for it (its member died, or is cut off): the record says
+  // disposed, so a member taking the ticket over only acknowledges it, and the run settles here.
+  const abandon = async (): Promise<void> => {
+    const worker = latest.worker;
+    const who = worker ? `member ${worker.id} (pid ${worker.pid} on ${worker.host})` : 'its executing member';
+    const result: SubagentResult = { output: [], stopReason: 'aborted', diagnostic: `disposed by its owner while ${who} did not answer` };
+    const seen = front.scheduler.records.seen(runId);
+    if (seen?.record.state === 'running') {
+      const ended: ClusterRun = { ...seen.record, state: 'disposed', settledAt: new Date().toISOString(), result };
+      await front.scheduler.records.transition(runId, ended, seen.revision).catch(() => undefined); // written meanwhile: the record has the truth
+    }
+    settle(result);
+  };
+  const sendMessage = async (content: ContentBlock[]): Promise<void> => {
+    if (settled()) throw new SubagentError('RUN_STATE', `run ${runId} has settled; nothing reads this message`);
+    if (movedOff()) throw movedAway(latest);
+    await ask(front, runId, { op: 'send', content });
+  };
   let disposed: Promise<void> | undefined;
   return {
     id: latest.childId!,
@@ -131,9 +196,154 @@ async function submit(provider: string, request: ProviderStartRequest, front: Fr
     dispose: () =>
       (disposed ??= (async () => {
         signal.removeEventListener('abort', onAbort);
-        await control({ op: 'dispose' });
+        // A stopping member keeps its settled runs resumable (as a draining daemon keeps its
+        // settled children): their records stay settled, and the executing member only releases them.
+        const keep = front.leaving() && settled();
+        const reached = movedOff() || (await ask(front, runId, { op: 'dispose', ...(keep && { keep }) }).then(() => true, () => false));
+        if (!reached && !settled()) await abandon();
         unfollow();
         front.relay.forget(runId);
       })()),
+    // Capability by presence: only what the real provider offers.
+    ...(kind.runtime.sendMessage && { sendMessage }),
+    ...(kind.runtime.resume && { resume: continuation(() => (settled() ? latest : undefined), host, report, front, kind) }),
   };
+}
+
+/**
+ * `resume` of a chain's run: queues a continuation of its child under the run id the service
+ * re-armed the host with. `from()` is the settled record to continue, or undefined while running.
+ */
+function continuation(from: () => ClusterRun | undefined, host: RunHost, report: ReportSink | undefined, front: FrontContext, kind: ChainKind) {
+  // Set from the first check until the continuation settles: a second resume meanwhile is refused.
+  let busy = false;
+  return async (content: ContentBlock[], options: { signal?: AbortSignal } = {}): Promise<ClusterDaemonRun> => {
+    front.link.assertOnline();
+    const previous = from();
+    if (!previous || previous.childId === undefined) throw new SubagentError('RUN_STATE', 'the run is still running; only a settled run can be resumed');
+    if (busy) throw new SubagentError('RUN_STATE', `child ${previous.childId} is already running a continuation`);
+    if (previous.state === 'disposed' && !kind.movable) {
+      throw new SubagentError('RUN_STATE', `run ${previous.runId} is disposed: its child's agent process is gone`);
+    }
+    busy = true;
+    let run: ClusterDaemonRun;
+    try {
+      run = await queueContinuation(previous, previous.childId, content, host, options.signal, report, front, kind);
+    } catch (error) {
+      busy = false;
+      throw error;
+    }
+    void run.result.finally(() => (busy = false));
+    return run;
+  };
+}
+
+async function queueContinuation(
+  previous: ClusterRun,
+  childId: string,
+  content: ContentBlock[],
+  host: RunHost,
+  signal: AbortSignal | undefined,
+  report: ReportSink | undefined,
+  front: FrontContext,
+  kind: ChainKind,
+): Promise<ClusterDaemonRun> {
+  // Only the member holding the agent process can continue a child that cannot be restored:
+  // it must still hold it, or the continuation would wait in the queue for a member that is gone.
+  const pin = kind.movable ? undefined : previous.worker?.id;
+  if (pin !== undefined) {
+    await ask(front, previous.runId, { op: 'hold' }, (runId, who, reason) => holderGone(childId, runId, who, reason));
+  }
+  const next: ClusterRun = {
+    runId: host.runId,
+    owner: previous.owner,
+    ownerMember: front.relay.memberId,
+    provider: previous.provider,
+    state: 'queued',
+    queuedAt: new Date().toISOString(),
+    request: { ...previous.request, prompt: content },
+    attempt: 0,
+    resumes: { runId: previous.runId, childId },
+    session: sessionKeyOf(previous),
+    ...(previous.reports && { reports: true }),
+    ...(pin !== undefined && { pin }),
+  };
+  return launch(next, host, signal ?? new AbortController().signal, report, front, kind);
+}
+
+/** How often a queued pinned continuation checks that the member holding its child is still there. */
+const HOLDER_CHECK_MS = 1000;
+
+/**
+ * While a pinned continuation waits in the queue, asks the member holding the child whether it
+ * still does; when it does not answer (gone) or says no, the continuation ends unclaimed, by
+ * compare-and-set from queued, with that as its start error: it would otherwise wait forever.
+ * A check while this member is offline proves nothing and is skipped.
+ */
+function watchHolder(latest: () => ClusterRun, front: FrontContext): () => void {
+  let checking = false;
+  const timer = setInterval(() => {
+    const run = latest();
+    if (checking || run.state !== 'queued' || !run.resumes || !front.link.online) return;
+    checking = true;
+    void ask(front, run.resumes.runId, { op: 'hold' }, (runId, who, reason) => holderGone(run.resumes!.childId, runId, who, reason))
+      .then(
+        () => undefined,
+        async (error: unknown) => {
+          if (!(error instanceof SubagentError) || error.code !== 'RUN_STATE') return;
+          const seen = front.scheduler.records.seen(run.runId);
+          if (!seen || seen.record.state !== 'queued') return;
+          const ended: ClusterRun = {
+            ...seen.record,
+            state: 'settled',
+            settledAt: new Date().toISOString(),
+            result: { output: [], stopReason: 'error', diagnostic: error.message },
+            startError: { code: 'RUN_STATE', message: error.message },
+          };
+          await front.scheduler.records.transition(run.runId, ended, seen.revision).catch(() => undefined); // claimed meanwhile: its member decides
+        },
+      )
+      .finally(() => (checking = false));
+  }, HOLDER_CHECK_MS);
+  timer.unref();
+  return () => clearInterval(timer);
+}
+
+const holderGone = (childId: string, runId: string, who: string, reason: string): string =>
+  `child ${childId} of run ${runId} lives in an agent process on ${who}, which did not answer (${reason}): it cannot be continued elsewhere`;
+
+/** A run only its record knows (this front restarted): settled, resumable through the queue. */
+async function restoreHandle(childId: string, context: RestoreContext, front: FrontContext, kind: ChainKind): Promise<DaemonRun> {
+  const runId = context.host.runId;
+  const stored = await front.scheduler.records.get(runId).catch((error: unknown) => {
+    throw new SubagentError('CLUSTER_UNAVAILABLE', `the record of run ${runId} cannot be read: ${error instanceof Error ? error.message : String(error)}`);
+  });
+  if (!stored || stored.record.childId !== childId) throw new SubagentError('RUN_STATE', `the cluster has no record of run ${runId} with child ${childId}`);
+  const record = stored.record;
+  return {
+    id: childId,
+    localAgent: undefined,
+    result: Promise.resolve(context.result),
+    dispose: async () => undefined, // nothing runs here; the record and the mirrored session stay
+    resume: continuation(() => (record.state === 'settled' || record.state === 'disposed' ? record : undefined), context.host, context.report, front, kind),
+  };
+}
+
+/** What a control request that nobody answered says: a steering message was not delivered. */
+const undelivered = (runId: string, who: string, reason: string): string =>
+  `run ${runId}: ${who} did not answer (${reason}); nothing was delivered. If it is gone, another member takes the run over after the lease.`;
+
+/** A control request to the member executing `runId`, answered by it; RUN_STATE when nobody answers. */
+async function ask(front: FrontContext, runId: string, message: ControlMessage, unanswered = undelivered): Promise<void> {
+  front.link.assertOnline();
+  let answer: ControlAnswer;
+  try {
+    const reply = await front.link.nc.request(front.names.controlSubject(runId), JSON.stringify(message), { timeout: CONTROL_TIMEOUT_MS });
+    answer = reply.json<ControlAnswer>();
+  } catch (error) {
+    const worker = front.scheduler.records.seen(runId)?.record.worker;
+    const who = worker ? `member ${worker.id} (pid ${worker.pid} on ${worker.host})` : 'its executing member';
+    throw new SubagentError('RUN_STATE', unanswered(runId, who, error instanceof Error ? error.message : String(error)));
+  }
+  if ('error' in answer) throw new SubagentError(answer.error.code, answer.error.message);
 }

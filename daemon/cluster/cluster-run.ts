@@ -5,6 +5,8 @@
  * Besides the executing member, the owner's side writes two things by compare-and-set: the
  * token's hash once the run is published, and `ownerMember` when its client re-attaches
  * elsewhere. Neither changes who executes the run (cluster-worker.ts rebases onto them).
+ * A resumption of a settled child is a run of its own (a new run id, queued like a start) that
+ * names the run it continues and the session it appends to.
  */
 import { SubagentError, type SubagentErrorCode, type SubagentResult, type WorkerRef } from '../../protocol/index.js';
 import type { ProviderStartRequest } from '../provider.js';
@@ -54,6 +56,19 @@ export interface ClusterRun {
   readonly front?: string;
   /** Nested delegation: the run whose child started this one. */
   readonly parentRunId?: string;
+  /** A resumption: the settled run whose child it continues (`request.prompt` is the new message). */
+  readonly resumes?: { readonly runId: string; readonly childId: string };
+  /** The run whose session subject holds the child's session (a chain's first run); absent: this run's own. */
+  readonly session?: string;
+  /** The start had a `report` sink (a continuable child): the child's reports are relayed to the front. */
+  readonly reports?: boolean;
+  /** Only this member may take the run: it holds the child's agent process (a child that cannot be restored elsewhere). */
+  readonly pin?: string;
+}
+
+/** Where a run's child's session is mirrored: one subject per child, named by its chain's first run. */
+export function sessionKeyOf(run: Pick<ClusterRun, 'runId' | 'session'>): string {
+  return run.session ?? run.runId;
 }
 
 /** The run's client re-attached it through another member while it runs: this member no longer holds it. */

@@ -10,20 +10,28 @@
  *   id and completes here. A provider without `restore` (ACP: the agent process died with its
  *   member) cannot migrate: the run ends `error` saying so. A run claimed before its child
  *   existed simply starts.
+ * - A continuation (`resumes`) of a child whose previous run executed here, undisposed, resumes
+ *   that very child; its messages now speak for the new run. Elsewhere the child is restored from
+ *   the mirror, as for a takeover, and given the new message. A run pinned to a member (its child
+ *   lives in that member's agent process) is taken only by that member.
+ * - Steering (`send` on the control subject) reaches the child's `sendMessage`; `hold` says
+ *   whether the child is still here to be continued; the answer carries the typed error.
  * - Every record write is a compare-and-set from the revision this member last wrote. A lapsed
  *   lease (no heartbeat confirmed for ack_wait: partitioned) stops the child at once and writes
  *   nothing more: the run now belongs to whoever the server hands the ticket to next, and the
  *   revision fences any late write of ours. So one run never has two live children.
+ * - A child that settles while NATS is away keeps its outcome until the link is back: the
+ *   session, the record and the acknowledgement are retried for as long as the lease holds.
  * - `close` (daemon stop) stops pulling and lets go of the runs executing here without
  *   recording an outcome: their tickets come back after ack_wait and another member continues them.
  */
 import { writeFile, mkdir } from 'node:fs/promises';
 import type { Logger } from 'pino';
-import { SubagentError, type InterruptLevel, type SubagentResult } from '../../protocol/index.js';
+import { SubagentError, type ContentBlock, type InterruptLevel, type SubagentErrorCode, type SubagentResult } from '../../protocol/index.js';
 import type { DaemonProvider, DaemonRun, RunHost } from '../provider.js';
 import { sessionFilePath } from '../ops/paths.js';
-import type { ClusterRun } from './cluster-run.js';
-import type { MemberRelay, RelayTarget } from './member-relay.js';
+import { sessionKeyOf, type ClusterRun } from './cluster-run.js';
+import type { MemberRelay, RelayTarget, ReportSink } from './member-relay.js';
 import type { NatsLink } from './nats-link.js';
 import type { ClusterNames } from './names.js';
 import type { Claim, ClusterScheduler } from './scheduler.js';
@@ -35,7 +43,17 @@ import { SessionMirror } from './session-mirror.js';
 export const TAKEOVER_PROMPT =
   'The service running you was restarted on another machine while you worked; your earlier steps are above. Continue the task from where you stopped.';
 
-export type ControlMessage = { op: 'cancel' } | { op: 'dispose' } | { op: 'interrupt'; level: InterruptLevel };
+export type ControlMessage =
+  | { op: 'cancel' }
+  /** `keep`: the front is stopping and keeps the settled run for its next life: release it, record nothing. */
+  | { op: 'dispose'; keep?: boolean }
+  | { op: 'interrupt'; level: InterruptLevel }
+  | { op: 'send'; content: ContentBlock[] }
+  /** Whether this member still holds the run's child, to be continued here (a pinned resume asks first). */
+  | { op: 'hold' };
+
+/** The executing member's answer to a control message. */
+export type ControlAnswer = { ok: true } | { error: { code: SubagentErrorCode; message: string } };
 
 export interface ClusterWorkerOptions {
   /** Runs this member executes at once. */
@@ -45,23 +63,43 @@ export interface ClusterWorkerOptions {
   readonly maxOutputBytes?: number;
 }
 
+/**
+ * A child's line to its owner on this member: the host and report sink it was given, and the
+ * mirror of its session. A continuation here reuses it, pointed at the new run.
+ */
+interface Conduit {
+  readonly target: RelayTarget;
+  readonly host: RunHost;
+  readonly report: ReportSink | undefined;
+  mirror?: SessionMirror;
+}
+
 interface Execution {
   readonly runId: string;
-  /** Where the child's events and calls go; follows the record's `ownerMember`. */
-  readonly target: RelayTarget;
   readonly abort: AbortController;
   readonly lease: Lease;
   lost: boolean;
   run?: DaemonRun;
   revision: number;
   record: ClusterRun;
+  conduit: Conduit;
   closeControl(): void;
+}
+
+/** A child brought to life for a claim: `stored` session lines are already in the mirror. */
+interface Begun {
+  readonly run: DaemonRun;
+  readonly stored: number;
+  readonly conduit: Conduit;
+  /** A continuation's child: still held here, or restored from the mirror. */
+  readonly from?: 'held' | 'mirror';
 }
 
 export class ClusterWorker {
   private readonly stop = new AbortController();
   private readonly executing = new Map<string, Execution>();
   private loops: Promise<void>[] = [];
+  private stopBeating: (() => void) | undefined;
   private unfollowOwners: (() => void) | undefined;
 
   constructor(
@@ -78,7 +116,11 @@ export class ClusterWorker {
     // A client that re-attached through another member moved the run's owner: follow it.
     this.unfollowOwners = this.scheduler.records.onChange((record) => {
       const execution = this.executing.get(record.runId);
-      if (execution && ours(execution, record)) execution.target.ownerMember = record.ownerMember;
+      if (execution && ours(execution, record)) follow(execution, record);
+    });
+    // Back from an outage: heartbeat every ticket held here at once, not at its next tick.
+    this.stopBeating = this.link.onChange((online) => {
+      if (online) for (const execution of this.executing.values()) if (!execution.lost) execution.lease.beat();
     });
     for (let i = 0; i < this.options.slots; i++) this.loops.push(this.loop());
   }
@@ -93,6 +135,7 @@ export class ClusterWorker {
   /** Stops pulling and lets go of every run here; pulls still pending end when the link closes. */
   async close(): Promise<void> {
     this.stop.abort();
+    this.stopBeating?.();
     this.unfollowOwners?.();
     for (const execution of this.executing.values()) this.letGo(execution, 'the member is stopping');
     await Promise.allSettled([...this.executing.values()].map((e) => e.run?.dispose()));
@@ -104,7 +147,11 @@ export class ClusterWorker {
         await new Promise((resolve) => setTimeout(resolve, 250));
         continue;
       }
-      const claim = await this.scheduler.next(this.stop.signal, (run) => this.providers.has(run.provider)).catch((error: unknown) => {
+      // A pin binds a queued continuation to the member holding its child; a pinned run taken
+      // over (that member went silent) is claimed like any other, and ends saying it cannot migrate.
+      const me = this.scheduler.worker.id;
+      const canRun = (run: ClusterRun): boolean => this.providers.has(run.provider) && (run.state !== 'queued' || run.pin === undefined || run.pin === me);
+      const claim = await this.scheduler.next(this.stop.signal, canRun).catch((error: unknown) => {
         this.options.log.warn({ err: error }, 'cluster: taking a run failed');
         return undefined;
       });
@@ -120,40 +167,54 @@ export class ClusterWorker {
     const subscription = this.link.nc.subscribe(this.names.controlSubject(runId), {
       callback: (error, msg) => {
         if (error) return;
-        void this.control(execution, msg.json<ControlMessage>()).finally(() => msg.reply && msg.respond('{}'));
+        void this.control(execution, msg.json<ControlMessage>()).then(
+          (): ControlAnswer => ({ ok: true }),
+          (failure: unknown): ControlAnswer => ({
+            error: {
+              code: failure instanceof SubagentError ? failure.code : 'RUN_STATE',
+              message: failure instanceof Error ? failure.message : String(failure),
+            },
+          }),
+        ).then((answer) => msg.reply && msg.respond(JSON.stringify(answer)));
       },
     });
     const execution: Execution = {
       runId,
-      target: { runId, ownerMember: claim.run.ownerMember },
       abort: new AbortController(),
       lease,
       lost: false,
       revision: claim.revision,
       record: claim.run,
+      conduit: this.conduit(claim.run, log),
       closeControl: () => subscription.unsubscribe(),
     };
     this.executing.set(runId, execution);
     lease.keepAlive(() => this.letGo(execution, 'its lease lapsed (no heartbeat reached NATS for ack_wait)'));
+    const provider = this.providers.get(claim.run.provider);
     let mirror: SessionMirror | undefined;
-    const remote = this.relay.remoteHost(execution.target, {
-      log,
-      ...(this.options.maxOutputBytes !== undefined && { maxOutputBytes: this.options.maxOutputBytes }),
-    });
-    const host: RunHost = { ...remote, emit: (event) => (remote.emit(event), mirror?.schedule()) };
-    const provider = this.providers.get(claim.run.provider)!;
     try {
-      const resumeFrom = claim.takeover && claim.run.childId !== undefined ? claim.run.childId : undefined;
-      if (resumeFrom !== undefined) {
-        const { run, stored } = await this.takeOver(claim, resumeFrom, provider, host, execution.abort.signal);
-        execution.run = run;
-        mirror = new SessionMirror(this.sessions, runId, run.localAgent, stored);
-        log.info({ child: resumeFrom }, 'cluster: took over a run from a silent member');
+      // Released by a reload between the pick and here.
+      if (!provider) throw new SubagentError('NO_PROVIDER', `provider "${claim.run.provider}" was removed from member ${this.scheduler.worker.id} by a reload`);
+      const record = claim.run;
+      const signal = execution.abort.signal;
+      let begun: Begun;
+      if (claim.takeover && record.childId !== undefined) {
+        begun = await this.takeOver(claim, record.childId, provider, execution.conduit, signal);
+        log.info({ child: record.childId }, 'cluster: took over a run from a silent member');
+      } else if (record.resumes) {
+        begun = await this.continueChild(record, provider, execution.conduit, signal);
+        log.info({ child: record.resumes.childId, previousRun: record.resumes.runId, from: begun.from }, 'cluster: continuing a child');
       } else {
-        execution.run = await provider.start({ ...claim.run.request, signal: execution.abort.signal, host });
-        mirror = new SessionMirror(this.sessions, runId, execution.run.localAgent);
+        const { conduit } = execution;
+        const run = await provider.start({ ...record.request, signal, host: conduit.host, ...(conduit.report && { report: conduit.report }) });
+        begun = { run, stored: 0, conduit };
+      }
+      execution.run = begun.run;
+      execution.conduit = begun.conduit;
+      mirror = begun.conduit.mirror = new SessionMirror(this.sessions, sessionKeyOf(record), begun.run.localAgent, begun.stored);
+      if (!claim.takeover || record.childId === undefined) {
         await mirror.sync();
-        await this.record(execution, { childId: execution.run.id, startedAt: new Date().toISOString() });
+        await this.record(execution, { childId: begun.run.id, startedAt: new Date().toISOString() });
       }
     } catch (error) {
       mirror?.stop();
@@ -166,7 +227,7 @@ export class ClusterWorker {
           result: { output: [], stopReason: 'error', diagnostic: message },
           ...(!claim.takeover && { startError: { code, message } }),
         }).catch((e: unknown) => log.warn({ err: e }, 'cluster: recording a failed start failed'));
-        await lease.ack().catch(() => undefined);
+        await lease.ack().catch(() => lease.stop());
       }
       this.forget(execution);
       return;
@@ -174,23 +235,70 @@ export class ClusterWorker {
     const result = await execution.run.result.catch(
       (error: unknown): SubagentResult => ({ output: [], stopReason: 'error', diagnostic: error instanceof Error ? error.message : String(error) }),
     );
-    await mirror.sync().catch((error: unknown) => log.warn({ err: error }, 'cluster: the session mirror is behind'));
+    // A child that settles while NATS is away keeps its outcome here until the server is back
+    // (within the lease): the whole session first, then the record, then the ticket.
+    const settledAt = new Date().toISOString();
+    await this.untilStored(execution, log, 'mirroring the session', () => mirror.sync());
     mirror.stop();
-    if (execution.lost) return;
-    await this.record(execution, { state: 'settled', settledAt: new Date().toISOString(), result }).catch((error: unknown) =>
-      log.warn({ err: error }, 'cluster: recording the outcome failed'),
-    );
-    if (!execution.lost) await lease.ack().catch((error: unknown) => log.warn({ err: error }, 'cluster: acknowledging the ticket failed'));
+    await this.untilStored(execution, log, 'recording the outcome', () => this.record(execution, { state: 'settled', settledAt, result }));
+    await this.untilStored(execution, log, 'acknowledging the ticket', () => lease.ack());
+  }
+
+  /**
+   * Retries `store` while the run is ours: a write refused for being stale ends it (the run was
+   * taken over), any other failure (NATS away) is tried again once the link is back.
+   */
+  private async untilStored(execution: Execution, log: Logger, what: string, store: () => Promise<unknown>): Promise<void> {
+    for (let attempt = 1; !execution.lost; attempt++) {
+      try {
+        await store();
+        return;
+      } catch (error) {
+        if (error instanceof SubagentError && error.code === 'REVISION_CONFLICT') return;
+        if (attempt === 1) log.warn({ err: error }, `cluster: ${what} failed; retrying while the run is ours`);
+        await new Promise((resolve) => setTimeout(resolve, 250));
+      }
+    }
+  }
+
+  /** A fresh line to the run's owner member (its events cue the session mirror). */
+  private conduit(record: ClusterRun, log: Logger): Conduit {
+    const target: RelayTarget = { runId: record.runId, ownerMember: record.ownerMember };
+    const base = { log, ...(this.options.maxOutputBytes !== undefined && { maxOutputBytes: this.options.maxOutputBytes }) };
+    const conduit: Conduit = {
+      target,
+      host: this.relay.remoteHost(target, base, () => conduit.mirror?.schedule()),
+      report: record.reports ? this.relay.remoteReport(target) : undefined,
+    };
+    return conduit;
+  }
+
+  /**
+   * A continuation: the child itself when its previous run executed here and is still held
+   * (its line now speaks for this run), else the child restored from the mirror.
+   */
+  private async continueChild(record: ClusterRun, provider: DaemonProvider, fresh: Conduit, signal: AbortSignal): Promise<Begun> {
+    const { runId: previousRunId, childId } = record.resumes!;
+    const previous = this.executing.get(previousRunId);
+    if (previous?.run?.resume && !previous.lost) {
+      const run = await previous.run.resume(record.request.prompt, { signal });
+      const conduit = previous.conduit;
+      conduit.target.runId = record.runId;
+      conduit.target.ownerMember = record.ownerMember;
+      return { run, stored: conduit.mirror?.published ?? 0, conduit, from: 'held' };
+    }
+    if (record.pin !== undefined) {
+      throw new SubagentError('RUN_STATE', `child ${childId} of run ${previousRunId} is no longer held on this member (disposed or lost); it cannot be continued`);
+    }
+    if (!provider.restore) {
+      throw new SubagentError('UNSUPPORTED_OPERATION', `provider "${record.provider}" cannot bring back child ${childId} on another member`);
+    }
+    const previousResult = this.scheduler.records.seen(previousRunId)?.record.result;
+    return this.restoreFromMirror(record, childId, provider, fresh, signal, record.request.prompt, previousResult, 'the cluster never stored any of its session');
   }
 
   /** Rebuilds the child's session from the mirror, restores it, and resumes it. */
-  private async takeOver(
-    claim: Claim,
-    childId: string,
-    provider: DaemonProvider,
-    host: RunHost,
-    signal: AbortSignal,
-  ): Promise<{ run: DaemonRun; stored: number }> {
+  private async takeOver(claim: Claim, childId: string, provider: DaemonProvider, conduit: Conduit, signal: AbortSignal): Promise<Begun> {
     const record = claim.run;
     const gone = claim.previous ? `member ${claim.previous.id} (pid ${claim.previous.pid} on ${claim.previous.host})` : 'its member';
     if (!provider.restore) {
@@ -199,30 +307,55 @@ export class ClusterWorker {
         `run ${record.runId} cannot migrate: provider "${record.provider}" keeps its child in a process that died with ${gone}, and has no session to resume from`,
       );
     }
-    const lines = await this.sessions.readAll(record.runId);
-    if (lines.length === 0) throw new SubagentError('RUN_STATE', `run ${record.runId}: ${gone} stopped before any of its session reached the cluster`);
+    const prompt = [{ type: 'text' as const, text: TAKEOVER_PROMPT }];
+    return this.restoreFromMirror(record, childId, provider, conduit, signal, prompt, undefined, `${gone} stopped before any of its session reached the cluster`);
+  }
+
+  private async restoreFromMirror(
+    record: ClusterRun,
+    childId: string,
+    provider: DaemonProvider,
+    conduit: Conduit,
+    signal: AbortSignal,
+    prompt: ContentBlock[],
+    previousResult: SubagentResult | undefined,
+    whyEmpty: string,
+  ): Promise<Begun> {
+    const lines = await this.sessions.readAll(sessionKeyOf(record));
+    if (lines.length === 0) throw new SubagentError('RUN_STATE', `run ${record.runId}: ${whyEmpty}`);
     await mkdir(this.options.sessionsDir, { recursive: true, mode: 0o700 });
     await writeFile(sessionFilePath(this.options.sessionsDir, childId), lines.map((line) => `${JSON.stringify(line)}\n`).join(''), { mode: 0o600 });
     const request = record.request;
-    const restored = await provider.restore(childId, {
-      host,
-      result: { output: [], stopReason: 'aborted' },
+    const restored = await provider.restore!(childId, {
+      host: conduit.host,
+      result: previousResult ?? { output: [], stopReason: 'aborted' },
+      ...(conduit.report && { report: conduit.report }),
       ...(request.persona !== undefined && { persona: request.persona }),
       ...(request.toolFilter && { toolFilter: request.toolFilter }),
       ...(request.maxDepth !== undefined && { maxDepth: request.maxDepth }),
     });
     if (!restored.resume) throw new SubagentError('UNSUPPORTED_OPERATION', `provider "${record.provider}" restored run ${record.runId} but cannot resume it`);
-    const run = await restored.resume([{ type: 'text', text: TAKEOVER_PROMPT }], { signal });
-    return { run, stored: lines.length };
+    const run = await restored.resume(prompt, { signal });
+    return { run, stored: lines.length, conduit, from: 'mirror' };
   }
 
   private async control(execution: Execution, message: ControlMessage): Promise<void> {
-    if (message.op === 'cancel') execution.abort.abort(new SubagentError('ABORTED', 'cancelled by its owner'));
-    else if (message.op === 'interrupt') (execution.run?.interrupt ?? (() => execution.abort.abort()))(message.level);
+    if (message.op === 'send') {
+      if (execution.lost || !execution.run) throw new SubagentError('RUN_STATE', `run ${execution.runId} has no running child on this member`);
+      if (!execution.run.sendMessage) throw new SubagentError('UNSUPPORTED_OPERATION', `provider "${execution.record.provider}" does not support sendMessage`);
+      await execution.run.sendMessage(message.content);
+    } else if (message.op === 'hold') {
+      if (execution.lost || !execution.run?.resume) throw new SubagentError('RUN_STATE', `run ${execution.runId}'s child is no longer held on this member`);
+    } else if (message.op === 'cancel') execution.abort.abort(new SubagentError('ABORTED', 'cancelled by its owner'));
+    else if (message.op === 'interrupt') {
+      // Called on the run (its method reads its own state); without one every interrupt is `now`.
+      if (execution.run?.interrupt) execution.run.interrupt(message.level);
+      else execution.abort.abort(new SubagentError('ABORTED', 'interrupted by its owner'));
+    }
     else {
       execution.abort.abort(new SubagentError('ABORTED', 'disposed by its owner'));
       await execution.run?.dispose().catch(() => undefined);
-      if (!execution.lost) {
+      if (!execution.lost && message.keep !== true) {
         await execution.run?.result.catch(() => undefined);
         await this.recordLatest(execution, { state: 'disposed' }).catch(() => undefined);
       }
@@ -252,7 +385,7 @@ export class ClusterWorker {
         }
         execution.record = current.record;
         execution.revision = current.revision;
-        execution.target.ownerMember = current.record.ownerMember;
+        follow(execution, current.record);
       }
     }
   }
@@ -290,4 +423,10 @@ function ours(execution: Execution, record: ClusterRun): boolean {
     record.lease === mine.lease &&
     (record.state === 'running' || record.state === mine.state)
   );
+}
+
+/** The child's messages follow its run's owner, while the child speaks for this run (not a later one of its chain). */
+function follow(execution: Execution, record: ClusterRun): void {
+  const { target } = execution.conduit;
+  if (target.runId === execution.runId) target.ownerMember = record.ownerMember;
 }

@@ -2,7 +2,8 @@
  * A member of a cluster: this daemon joined to the pool on a NATS server (`daemon --nats URL`).
  * `join` connects (CLUSTER_UNAVAILABLE, naming the URL, when it cannot), creates or opens the
  * queue, the run records and the session stream, and wraps the daemon's providers so starts go
- * to the shared queue (cluster-provider.ts); `start` begins executing runs from the queue
+ * to the shared queue (cluster-provider.ts), those registered later too (`adopt`: a reload's
+ * ACP providers); `start` begins executing runs from the queue
  * (cluster-worker.ts); `ledger` gives the service a ledger that answers for every run of the
  * pool (cluster-ledger.ts); `close` lets go of what executes here (another member continues it) and
  * disconnects.
@@ -54,6 +55,8 @@ export class Cluster {
     private readonly front: FrontContext,
     private readonly stopFollowing: () => void,
     private readonly log: Logger,
+    /** The real providers this member executes runs of (the worker reads it at every pick). */
+    private readonly local: Map<string, DaemonProvider>,
   ) {}
 
   static async join(options: ClusterOptions, providers: readonly DaemonProvider[]): Promise<Cluster> {
@@ -71,6 +74,7 @@ export class Cluster {
         for (const listener of followers.get(record.runId) ?? []) listener(record);
       });
       const front: FrontContext = {
+        leaving: () => false,
         link,
         names,
         scheduler,
@@ -85,14 +89,15 @@ export class Cluster {
           };
         },
       };
-      const executor = new ClusterWorker(link, names, scheduler, relay, sessions, new Map(providers.map((p) => [p.name, p])), {
+      const local = new Map(providers.map((p) => [p.name, p]));
+      const executor = new ClusterWorker(link, names, scheduler, relay, sessions, local, {
         slots: options.slots ?? options.cap,
         sessionsDir: options.sessionsDir,
         log: options.log.child({ cluster: worker.id }),
         ...(options.maxOutputBytes !== undefined && { maxOutputBytes: options.maxOutputBytes }),
       });
       link.onChange((online) => options.log[online ? 'info' : 'warn']({ url: options.url }, online ? 'cluster: NATS reconnected' : 'cluster: NATS connection lost; refusing new runs until it is back'));
-      return new Cluster(worker, link, names, scheduler, relay, executor, front, stopFollowing, options.log.child({ cluster: worker.id }));
+      return new Cluster(worker, link, names, scheduler, relay, executor, front, stopFollowing, options.log.child({ cluster: worker.id }), local);
     } catch (error) {
       await link.close();
       throw error;
@@ -104,9 +109,33 @@ export class Cluster {
     return providers.map((provider) => clusterProvider(provider, this.front));
   }
 
+  /**
+   * A provider registered after start (an ACP provider of a reload) joins the pool as the
+   * configured ones did: the service gets its stand-in, and this member takes its runs from the
+   * queue until `release` (the next reload), after which runs already executing here go on and
+   * queued ones wait for a member that has it.
+   */
+  adopt(provider: DaemonProvider): { provider: DaemonProvider; release(): void } {
+    this.local.set(provider.name, provider);
+    return {
+      provider: clusterProvider(provider, this.front),
+      release: () => {
+        if (this.local.get(provider.name) === provider) this.local.delete(provider.name);
+      },
+    };
+  }
+
   /** The service's ledger on this member: the daemon's own, plus every run of the pool (cluster-ledger.ts). */
   ledger(local: LocalLedger): RunLedger {
     return new ClusterLedger(local, this.front, this.worker, this.log);
+  }
+
+  /**
+   * `stopping` says when the member's service is shutting down: from then on the settled runs it
+   * disposes stay settled in the pool (their executing members only release them).
+   */
+  stopsWith(stopping: () => boolean): void {
+    this.front.leaving = stopping;
   }
 
   /** Begin executing runs from the shared queue. */

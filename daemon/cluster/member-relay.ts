@@ -3,7 +3,8 @@
  * The member executing a run sends its owner's member the run's events (fire and forget, as a
  * local emit is) and asks it for what only the owner's client can answer: a client-hosted tool
  * call, a permission prompt. The owner's member hands each to the run's RunHost, which it
- * registered when it submitted the run.
+ * registered when it submitted the run. A continuable child's `report` travels the same way, to
+ * the report sink registered with the host.
  *
  * Rules and failures:
  * - An event for a run this member does not host (disposed, or never ours) is dropped.
@@ -21,18 +22,23 @@ import type { ClusterNames } from './names.js';
 type Inbound =
   | { kind: 'event'; runId: string; event: RunEvent }
   | { kind: 'tool'; runId: string; call: { callId: string; name: string; arguments: unknown } }
-  | { kind: 'permission'; runId: string; request: Omit<PermissionParams, 'runId'> };
+  | { kind: 'permission'; runId: string; request: Omit<PermissionParams, 'runId'> }
+  | { kind: 'report'; runId: string; childId: string; output: string; mode: 'quiet' | 'next-step' };
 
-/** Where an executing child's messages go: its run and that run's owner member, read at each message (the owner may move). */
+/** Where an executing child's messages go: the run it speaks for and that run's owner member. */
 export interface RelayTarget {
-  readonly runId: string;
+  runId: string;
   ownerMember: string;
 }
+
+/** A continuable child's report sink (ProviderStartRequest['report']). */
+export type ReportSink = (childId: string, output: string, mode: 'quiet' | 'next-step') => void;
 
 type Answer = { ok: unknown } | { error: string };
 
 export class MemberRelay {
   private readonly hosts = new Map<string, RunHost>();
+  private readonly reports = new Map<string, ReportSink>();
   private readonly subscription: Subscription;
 
   constructor(
@@ -48,39 +54,58 @@ export class MemberRelay {
     });
   }
 
-  /** Routes a run's events and calls to `host` until `forget`. */
-  host(runId: string, host: RunHost): void {
+  /** Routes a run's events and calls to `host`, and its child's reports to `report`, until `forget`. */
+  host(runId: string, host: RunHost, report?: ReportSink): void {
     this.hosts.set(runId, host);
+    if (report) this.reports.set(runId, report);
   }
 
   forget(runId: string): void {
     this.hosts.delete(runId);
+    this.reports.delete(runId);
   }
 
-  /** The host, on the executing member, that forwards to the run's owner member (`target`'s, at each message). */
-  remoteHost(target: RelayTarget, base: Pick<RunHost, 'log' | 'maxOutputBytes'>): RunHost {
-    const { runId } = target;
-    const subject = (): string => this.names.memberSubject(target.ownerMember);
+  /** The report sink, on the executing member, that forwards a child's reports to `target`'s member. */
+  remoteReport(target: RelayTarget): ReportSink {
+    return (childId, output, mode) => {
+      try {
+        const { runId, ownerMember } = target;
+        this.link.nc.publish(this.names.memberSubject(ownerMember), JSON.stringify({ kind: 'report', runId, childId, output, mode } satisfies Inbound));
+      } catch {
+        // offline: a report nobody can receive is dropped, as one for an owner with no connection is
+      }
+    };
+  }
+
+  /**
+   * The host, on the executing member, that forwards to the run's owner member. `target` is read
+   * at each call: a child continued here for a later run of its chain speaks for that run.
+   * `afterEmit` runs after each event (the session mirror's cue).
+   */
+  remoteHost(target: RelayTarget, base: Pick<RunHost, 'log' | 'maxOutputBytes'>, afterEmit?: () => void): RunHost {
     const ask = async <T>(message: Inbound, signal: AbortSignal): Promise<T> => {
       signal.throwIfAborted();
-      const reply = await this.link.nc.request(subject(), JSON.stringify(message), { timeout: this.requestTimeoutMs });
+      const reply = await this.link.nc.request(this.names.memberSubject(target.ownerMember), JSON.stringify(message), { timeout: this.requestTimeoutMs });
       const answer = reply.json<Answer>();
       if ('error' in answer) throw new Error(answer.error);
       return answer.ok as T;
     };
     return {
-      runId,
+      get runId() {
+        return target.runId;
+      },
       log: base.log,
       ...(base.maxOutputBytes !== undefined && { maxOutputBytes: base.maxOutputBytes }),
       emit: (event) => {
         try {
-          this.link.nc.publish(subject(), JSON.stringify({ kind: 'event', runId, event } satisfies Inbound));
+          this.link.nc.publish(this.names.memberSubject(target.ownerMember), JSON.stringify({ kind: 'event', runId: target.runId, event } satisfies Inbound));
         } catch {
           // offline or closed: events are best effort, as for a slow local client
         }
+        afterEmit?.();
       },
-      callTool: (call, signal) => ask<ToolCallResult>({ kind: 'tool', runId, call }, signal),
-      askPermission: (request, signal) => ask<PermissionResult>({ kind: 'permission', runId, request }, signal),
+      callTool: (call, signal) => ask<ToolCallResult>({ kind: 'tool', runId: target.runId, call }, signal),
+      askPermission: (request, signal) => ask<PermissionResult>({ kind: 'permission', runId: target.runId, request }, signal),
     };
   }
 
@@ -98,6 +123,10 @@ export class MemberRelay {
     const host = this.hosts.get(message.runId);
     if (message.kind === 'event') {
       host?.emit(message.event);
+      return;
+    }
+    if (message.kind === 'report') {
+      this.reports.get(message.runId)?.(message.childId, message.output, message.mode);
       return;
     }
     let answer: Answer;

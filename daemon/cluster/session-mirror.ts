@@ -31,6 +31,11 @@ export class SessionMirror {
     this.session = sessionOf(agent);
   }
 
+  /** Lines the server has (or is being sent): where a continuation of the child goes on from. */
+  get published(): number {
+    return this.stored;
+  }
+
   schedule(): void {
     if (!this.session || this.timer) return;
     this.timer = setTimeout(() => {
@@ -43,7 +48,8 @@ export class SessionMirror {
   sync(): Promise<void> {
     const session = this.session;
     if (!session) return Promise.resolve();
-    this.chain = this.chain.then(async () => {
+    // After a failed sync (NATS away) the next one starts again from the last stored line.
+    this.chain = this.chain.catch(() => undefined).then(async () => {
       const total = 1 + session.events.length;
       // Published back to back on one connection: the server stores them in this order.
       const appends: Promise<void>[] = [];

@@ -202,7 +202,7 @@ export class SubagentService {
     const send = record.run?.sendMessage;
     if (!send) throw new SubagentError('UNSUPPORTED_OPERATION', `provider "${record.provider}" does not support sendMessage`);
     if (record.state !== 'running') throw new SubagentError('RUN_STATE', `run ${runId} is ${record.state}, not running`);
-    send.call(record.run, content);
+    await send.call(record.run, content);
   }
 
   /**
@@ -217,11 +217,16 @@ export class SubagentService {
     if (!resume) throw new SubagentError('UNSUPPORTED_OPERATION', `provider "${record.provider}" does not support resume`);
     if (this.shuttingDown) throw new SubagentError('SHUTTING_DOWN', 'the daemon is shutting down and accepts no new runs');
     if (record.state !== 'settled') throw new SubagentError('RUN_STATE', `run ${runId} is ${record.state}; only a settled run can be resumed`);
+    const host = record.host!;
+    // One turn at a time per child: re-arming the host of a chain whose later run still works
+    // would hold that run's settle for an answer that never comes.
+    for (const other of this.table.values()) {
+      if (other.host === host && other.state === 'running') throw new SubagentError('RUN_STATE', `child ${record.id} is already running a continuation (run ${other.runId})`);
+    }
     const abort = new AbortController();
     const lease = await this.ledger.admit(owner.id, record.provider, abort.signal);
     // The provider keeps the chain's first host for its whole life: point it at the new run
     // before the child can emit anything for it.
-    const host = record.host!;
     host.rearm(mintRunId(), owner, stream);
     let next: DaemonRun;
     try {
