@@ -23,7 +23,11 @@ export interface Frame {
 
 /** One frame holding `message` as JSON, as text: writers hand a turn's frames to the socket as one string. */
 export function frameOf(message: object): Frame {
-  const body = JSON.stringify(message);
+  return frameOfJson(JSON.stringify(message));
+}
+
+/** One frame around a body already serialised (a writer that builds its JSON piece by piece). */
+export function frameOfJson(body: string): Frame {
   const length = Buffer.byteLength(body, 'utf8');
   const text = `Content-Length: ${length}\r\n\r\n${body}`;
   // The header is ASCII: its bytes are its characters.

@@ -613,6 +613,21 @@ export type RunEvent = Infer<typeof runEvent>;
 export const RunEventNotification = defineNotification('run/event', obj({ runId, event: runEvent }, ['runId', 'event']));
 export type RunEventParams = ParamsOf<typeof RunEventNotification>;
 
+/** The most stretches one `run/events` carries, and the most events in one stretch (what a client accepts). */
+export const MAX_BATCHED_EVENTS = 10_000;
+
+/**
+ * Since 1.3, to clients that said 1.3 or later at `initialize`: the run events a connection
+ * produced in one event-loop turn, as one notification (older clients get a `run/event` each).
+ * `runs` holds them in the order they were emitted, cut into stretches of consecutive events of
+ * one run; a run may come back in a later stretch, after another run's.
+ */
+export const RunEventsNotification = defineNotification(
+  'run/events',
+  obj({ runs: arr(obj({ runId, events: arr(runEvent, MAX_BATCHED_EVENTS) }, ['runId', 'events']), MAX_BATCHED_EVENTS) }, ['runs']),
+);
+export type RunEventsParams = ParamsOf<typeof RunEventsNotification>;
+
 /**
  * Where a start stands before its answer, sent only for a start that gave a `progressToken`:
  * - `queued`: waiting for a run slot; `position` 1 is next (re-sent as the queue moves);
@@ -735,6 +750,7 @@ export const WIRE = {
       StartNotification,
       EndNotification,
       RunEventNotification,
+      RunEventsNotification,
       StartProgressNotification,
       ChildSettledNotification,
       ChildReportNotification,

@@ -133,6 +133,15 @@ const examples: Partial<Record<string, unknown[]>> = {
     { runId: 'run_1', event: { kind: 'retry', attempt: 2, delayMs: 1000, reason: 'HTTP 429: Rate limit reached', status: 429 } },
     { runId: 'run_1', event: { kind: 'retry', attempt: 3, delayMs: 250, reason: 'cannot reach http://127.0.0.1:9/v1' } },
   ],
+  'run/events notification': [
+    {
+      runs: [
+        { runId: 'run_1', events: [{ kind: 'text-delta', text: 'x' }, { kind: 'session', event: sessionEvents[1] }] },
+        { runId: 'run_2', events: [{ kind: 'retry', attempt: 2, delayMs: 1000, reason: 'HTTP 429: Rate limit reached', status: 429 }] },
+        { runId: 'run_1', events: [{ kind: 'reasoning-delta', text: 'y' }] },
+      ],
+    },
+  ],
   '$/progress notification': [
     { token: 'start-1', value: { kind: 'queued', position: 2 } },
     { token: 7, value: { kind: 'starting' } },
