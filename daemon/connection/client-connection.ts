@@ -71,6 +71,7 @@ import {
   type PermissionParams,
   type PermissionResult,
   type ProgressToken,
+  type RunEvent,
   type RunEventParams,
   type StatusResult,
   type SubagentErrorData,
@@ -84,6 +85,7 @@ import { describeProvider } from '../provider.js';
 import type { RunOwner, StartAnswer, StartExtras, SubagentService } from '../service/subagent-service.js';
 import type { ChildSubscriber, ContinuableChildren } from '../service/children.js';
 import { CountingWriter } from './counting-writer.js';
+import { RunEventBatch } from './event-batch.js';
 import { ProgressBacklog } from './progress-backlog.js';
 import { GuardedMessageReader, type FrameLimits, type Violation } from './guarded-reader.js';
 import { tokensEqual } from '../../common/daemon-token.js';
@@ -155,6 +157,8 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
   private takesWorker = true;
   /** Whether the client takes a start or resume reply as that run's `subagent/start` notice (1.3 and later). */
   private startInReply = true;
+  /** Set for clients of 1.3 and later: their run events leave in `run/events` batches. */
+  private batch: RunEventBatch | undefined;
 
   constructor(
     readonly id: string,
@@ -178,6 +182,8 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
       },
       {
         ...(ctx.beforeWrite && { beforeWrite: ctx.beforeWrite }),
+        // Batched events queued before any later message keep their place in the order (event-batch.ts).
+        beforeMessage: () => this.batch?.flush(),
         queued: (message) => {
           if (this.unanswered.size > 0 && 'id' in message && !('method' in message)) this.handedOver(message as { result?: { runId?: unknown } });
         },
@@ -228,6 +234,8 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
   async close(reason: string): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    // Events admitted before the close go out like the messages written before them.
+    this.batch?.flush();
     this.log.info({ reason, client: this.clientName }, 'connection closed');
     this.unsubscribe();
     // No reply will be written any more: nothing holds the runs that waited for one.
@@ -336,8 +344,9 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
   }
 
   notifyEnd(event: EndParams): void {
-    // Progress that waited for this slow reader goes out before the run's end.
-    for (const waiting of this.backlog.take(event.runId)) this.notify(RunEventNotification, { runId: event.runId, event: waiting });
+    // Progress that waited for this slow reader goes out before the run's end (a batch is
+    // written before the end: see beforeWrite).
+    for (const waiting of this.backlog.take(event.runId)) this.sendRunEvent(event.runId, waiting);
     this.notify(EndNotification, event);
   }
 
@@ -359,7 +368,28 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
       void this.close(`client stopped reading: ${waiting} bytes of replies and progress waiting, past the ${this.ctx.maxBacklogBytes}-byte progress backlog`);
       return;
     }
-    this.notify(RunEventNotification, event);
+    this.sendRunEvent(event.runId, event.event);
+  }
+
+  /** One event, in this turn's `run/events` batch (1.3 and later) or as its own `run/event`. */
+  private sendRunEvent(runId: string, event: RunEvent): void {
+    if (this.closed) return;
+    if (this.batch) this.batch.add(runId, event);
+    else this.notify(RunEventNotification, { runId, event });
+  }
+
+  /** A batch of events, held to the same cutoff as every notification. */
+  private sendBatch(json: string): void {
+    // The batch close() flushes is written whatever the count: the close is already under way.
+    if (!this.closed && this.cutOff()) return;
+    void this.writer.writeJson(json).then(() => this.flushBacklog());
+  }
+
+  /** True (and the connection closing) once the client has left too many messages unread. */
+  private cutOff(): boolean {
+    if (this.writer.unsent < this.ctx.maxUnsentBeforeCutoff) return false;
+    void this.close(`client stopped reading: ${this.writer.unsent} messages unsent`);
+    return true;
   }
 
   /**
@@ -376,11 +406,7 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
   private answersStarts: StartExtras | undefined;
 
   private notify<P>(type: WireNotification<P>, params: P): void {
-    if (this.closed) return;
-    if (this.writer.unsent >= this.ctx.maxUnsentBeforeCutoff) {
-      void this.close(`client stopped reading: ${this.writer.unsent} messages unsent`);
-      return;
-    }
+    if (this.closed || this.cutOff()) return;
     // The library's overloads do not resolve for a generic P: an upcast to `unknown` params.
     const declared: NotificationType<unknown> = type;
     this.rpc.sendNotification(declared, params).then(
@@ -392,6 +418,11 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
   private flushBacklog(): void {
     const room = Math.floor(this.ctx.maxPendingNotifications / 2) - this.writer.unsent;
     if (room <= 0 || this.backlog.size === 0 || this.closed) return;
+    if (this.batch) {
+      for (const [runId, event] of this.backlog.takeSome(room)) this.batch.add(runId, event);
+      this.batch.flush();
+      return;
+    }
     for (const [runId, event] of this.backlog.takeSome(room)) {
       this.rpc.sendNotification(RunEventNotification, { runId, event }).then(
         () => this.flushBacklog(),
@@ -494,6 +525,7 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
     this.takesRetryEvents = minorOf(version) >= 1;
     this.takesWorker = minorOf(version) >= 3;
     this.startInReply = minorOf(version) >= 3;
+    if (minorOf(version) >= 3) this.batch = new RunEventBatch((json) => this.sendBatch(json));
     const client = params.clientInfo ?? { name: 'lsp-client' };
     this.clientName = `${client.name}@${client.version ?? '?'}`;
     this.log.info({ client: this.clientName, lsp }, 'client initialized');

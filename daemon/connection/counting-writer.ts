@@ -6,20 +6,28 @@
  *
  * `hooks.queued` hears each message once it has its place in the outgoing order (before it is
  * written): what is queued after it reaches the peer after it. `hooks.beforeWrite` is the frame
- * writer's (it runs before each batch is written).
+ * writer's (it runs before each batch is written). `hooks.beforeMessage` runs before each message
+ * takes its place: a connection that batches run events (event-batch.ts) queues the batch waiting
+ * there, so it keeps its place in the order. `writeJson` queues a message whose JSON the caller
+ * built (that batch), counted like any other.
  *
  * Like the frame writer, a write never rejects: failures are reported on `onError`.
  */
 import type { Writable } from 'node:stream';
-import type { Message } from 'vscode-jsonrpc/node';
+import type { Message, NotificationMessage } from 'vscode-jsonrpc/node';
+import { frameOf, frameOfJson, RunEventsNotification, type Frame } from '../../protocol/index.js';
+import { within } from '../../common/bounded-wait.js';
+import { FrameWriter } from '../../common/frame-writer.js';
 
 export interface WriterHooks {
   readonly beforeWrite?: () => void;
   readonly queued?: (message: Message) => void;
+  /** Runs before each message is queued (not before `writeJson`'s own). */
+  readonly beforeMessage?: () => void;
 }
-import { frameOf } from '../../protocol/index.js';
-import { within } from '../../common/bounded-wait.js';
-import { FrameWriter } from '../../common/frame-writer.js';
+
+/** What the error listener hears of a failed `writeJson` (its JSON is not kept as a message). */
+const BATCH: NotificationMessage = { jsonrpc: '2.0', method: RunEventsNotification.method };
 
 export class CountingWriter extends FrameWriter {
   private inFlight = 0;
@@ -60,18 +68,38 @@ export class CountingWriter extends FrameWriter {
   }
 
   override write(message: Message): Promise<void> {
-    if (this.refused) return Promise.resolve();
+    this.hooks.beforeMessage?.();
     const frame = frameOf(message);
+    if (this.refuses(frame)) return Promise.resolve();
+    const sent = this.enqueue(frame, message);
+    this.hooks.queued?.(message);
+    return sent;
+  }
+
+  /** A message whose JSON the caller built (a `run/events` batch), counted like any other. */
+  writeJson(json: string): Promise<void> {
+    const frame = frameOfJson(json);
+    return this.refuses(frame) ? Promise.resolve() : this.enqueue(frame, undefined);
+  }
+
+  /** True when nothing more may be written: refused before, or `frame` would cross the byte bound now. */
+  private refuses(frame: Frame): boolean {
+    if (this.refused) return true;
     if (this.inFlightBytes > 0 && this.inFlightBytes + frame.bytes > this.bound.maxUnsentBytes) {
       this.refused = true;
       this.bound.onOverLimit(this.inFlightBytes);
-      return Promise.resolve();
+      return true;
     }
+    return false;
+  }
+
+  /** `message` is handed to `onChange` once written (undefined for `writeJson`'s). */
+  private enqueue(frame: Frame, message: Message | undefined): Promise<void> {
     this.inFlight += 1;
     this.inFlightBytes += frame.bytes;
     this.onChange();
-    const sent = new Promise<void>((resolve) => {
-      this.send(message, frame, () => {
+    return new Promise<void>((resolve) => {
+      this.send(message ?? BATCH, frame, () => {
         this.inFlight -= 1;
         this.inFlightBytes -= frame.bytes;
         this.onChange(message);
@@ -79,8 +107,6 @@ export class CountingWriter extends FrameWriter {
         resolve();
       });
     });
-    this.hooks.queued?.(message);
-    return sent;
   }
 
   /** Resolves once nothing is unsent, or after `timeoutMs` (a peer that never reads). */
