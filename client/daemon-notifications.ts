@@ -3,6 +3,11 @@
  * ended, a run's streamed events, and the continuable children's notices. Params are validated
  * by the channel before we see them; a `subagent/end` that fails its schema still ends its run
  * (rejected, typed) rather than leaving it waiting for ever.
+ *
+ * Run events come one per `run/event` (daemons before 1.3) or many per `run/events` (1.3): a
+ * batch is unpacked in its order, each event delivered as its own `run/event` would have been,
+ * so a run's `onEvent` sees the same sequence either way. A batch that fails its schema is
+ * checked event by event, and only the events that fail are dropped, as lone ones would be.
  */
 import {
   ChildReportNotification,
@@ -11,9 +16,11 @@ import {
   ProviderAddedNotification,
   ProviderRemovedNotification,
   RunEventNotification,
+  RunEventsNotification,
   StartNotification,
   StartProgressNotification,
   type ProgressToken,
+  type RunEvent,
   type ValidationFailure,
 } from '../protocol/index.js';
 import type { EventHub } from './event-hub.js';
@@ -56,7 +63,14 @@ export function serveDaemonNotifications(channel: RpcChannel, targets: Notificat
     },
     (params, failure) => invalidEnd(targets, params, failure),
   );
-  channel.onNotification(RunEventNotification, (params) => whenKnown(runs, params.runId, (record) => record.deliver(params.event)));
+  channel.onNotification(RunEventNotification, (params) => deliver(runs, params.runId, [params.event]));
+  channel.onNotification(
+    RunEventsNotification,
+    (params) => {
+      for (const stretch of params.runs) deliver(runs, stretch.runId, stretch.events);
+    },
+    (params) => salvageEvents(targets, params),
+  );
   channel.onNotification(ChildSettledNotification, (notice) => targets.children()?.deliver(notice));
   channel.onNotification(ChildReportNotification, (report) => targets.children()?.deliverReport(report));
 }
@@ -73,6 +87,27 @@ function invalidEnd(targets: NotificationTargets, params: unknown, failure: Vali
   whenKnown(targets.runs, runId, (record) => record.fail(error));
   if (typeof provider === 'string' && typeof id === 'string') {
     targets.events.emit('subagent/end', { runId, provider, id, local: fields['local'] === true, stopReason: 'error' });
+  }
+}
+
+function deliver(runs: RunTable, runId: string, events: readonly RunEvent[]): void {
+  whenKnown(runs, runId, (record) => {
+    for (const event of events) record.deliver(event);
+  });
+}
+
+/** A batch that failed its schema: each event is checked as a lone `run/event`; the valid ones are delivered, in order. */
+function salvageEvents(targets: NotificationTargets, params: unknown): void {
+  const stretches = (params as { runs?: unknown } | null)?.runs;
+  if (!Array.isArray(stretches)) return;
+  for (const stretch of stretches) {
+    const { runId, events } = (stretch ?? {}) as { runId?: unknown; events?: unknown };
+    if (!Array.isArray(events)) continue;
+    for (const event of events) {
+      const lone = RunEventNotification.readParams({ runId, event });
+      if (lone.ok) deliver(targets.runs, lone.value.runId, [lone.value.event]);
+      else targets.logger.error(`dropped an invalid event of a run/events notification: ${lone.failure.message}`);
+    }
   }
 }
 
