@@ -371,6 +371,40 @@ describe('streamed events and permissions', { timeout: 5000 }, () => {
     expect(logger.lines.some((line) => line.includes('ui crashed'))).toBe(true);
   });
 
+  it('unpacks run/events batches in order, across runs, as lone run/events would arrive', async () => {
+    const { peer, service } = await setup();
+    const seen: string[] = [];
+    const first = await startRemote(service, { onEvent: (event) => void seen.push(`1:${(event as { text: string }).text}`) });
+    const second = await startRemote(service, { onEvent: (event) => void seen.push(`2:${(event as { text: string }).text}`) });
+    const delta = (text: string): RunEvent => ({ kind: 'text-delta', text });
+    await peer.notify('run/events', {
+      runs: [
+        { runId: first.id, events: [delta('a'), delta('b')] },
+        { runId: second.id, events: [delta('c')] },
+        { runId: first.id, events: [delta('d')] },
+      ],
+    });
+    await peer.notify('run/event', { runId: second.id, event: delta('e') });
+    await until(() => seen.length === 5, 1000, 'five events');
+    expect(seen).toEqual(['1:a', '1:b', '2:c', '1:d', '2:e']);
+  });
+
+  it('drops only the invalid events of a run/events batch, delivering the rest in order', async () => {
+    const { peer, service, logger } = await setup();
+    const seen: RunEvent[] = [];
+    const run = await startRemote(service, { onEvent: (event) => void seen.push(event) });
+    await peer.notify('run/events', {
+      runs: [{ runId: run.id, events: [{ kind: 'text-delta', text: 'kept' }, { kind: 'nonsense' }, { kind: 'reasoning-delta', text: 'also kept' }] }],
+    });
+    await until(() => seen.length === 2, 1000, 'the two valid events');
+    expect(seen).toEqual([
+      { kind: 'text-delta', text: 'kept' },
+      { kind: 'reasoning-delta', text: 'also kept' },
+    ]);
+    expect(logger.lines.some((line) => line.includes('run/events'))).toBe(true);
+    expect(logger.lines.filter((line) => line.includes('dropped an invalid event'))).toHaveLength(1);
+  });
+
   it('answers permission/request with cancelled when no handler is configured', async () => {
     const { peer, service } = await setup();
     const run = await startRemote(service);

@@ -198,7 +198,7 @@ describe('a client that stops reading', () => {
       await pollUntil(() => peer.notifications('subagent/end').length, (n) => n >= RUNS || peer.closed, 10_000, 'the subagent/end of every run');
       complete = !peer.closed;
     }
-    const progress = peer.notifications('run/event').length;
+    const progress = peer.runEvents().length;
     if (complete) {
       for (let i = 0; i < RUNS; i++) expect(peer.messages.find((m) => m.id === 100 + i)?.result, `start ${i}`).toBeDefined();
       const ends = peer.notifications('subagent/end').map((m) => (m.params as { stopReason: string }).stopReason);
@@ -206,7 +206,7 @@ describe('a client that stops reading', () => {
     }
     figures.push(
       `non-reading client, ${RUNS} runs × ${STEPS} steps streaming (~${((RUNS * STEPS * chunk.length * 2) / 1048576).toFixed(0)} MiB of progress): ` +
-        `RSS ${base.toFixed(0)} → peak ${peak.toFixed(0)} MiB; after reading again: ${progress} run/event, ` +
+        `RSS ${base.toFixed(0)} → peak ${peak.toFixed(0)} MiB; after reading again: ${progress} run events, ` +
         `${complete ? 'every end delivered' : 'connection was cut off'}; bystander's slowest run ${slowest.toFixed(0)} ms`,
     );
     peer.close();

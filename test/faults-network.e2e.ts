@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, SubagentError, type RemoteSubagentService } from '../client/index.js';
 import { frame, isAlive, pollUntil, runCleanups, sleep, startLoadDaemon, type LoadDaemon } from './support/load-daemon.js';
-import type { RawPeer, RpcMessage } from './support/raw-peer.js';
+import { runEventsIn, type RawPeer, type RpcMessage } from './support/raw-peer.js';
 import { initializedPeer, openSocket, processFaults, rawPeer, tcpConfig, type Transport, type WireTarget } from './support/wire-peers.js';
 
 const MAX_FRAME = 64 * 1024;
@@ -222,7 +222,7 @@ const STAGES: Stage[] = [
     name: 'once progress streams',
     initialize: true,
     writes: (p) => p.writeRaw(startFrame('s', 'stream 100000 64')),
-    until: (p) => p.waitFor((m) => m.method === 'run/event', 5000, 'progress'),
+    until: (p) => p.waitFor((m) => runEventsIn(m).length > 0, 5000, 'progress'),
   },
   {
     name: 'while the daemon waits for a client tool',

@@ -227,17 +227,17 @@ describe('lifecycle', () => {
     const reply = await peer.request('subagent/start', { provider: 'echo', prompt: prompt('echo early'), parent, stream: true });
     const { runId } = reply.result as { runId: string };
     const end = await peer.waitFor((m) => m.method === 'subagent/end');
-    const [event] = peer.notifications('run/event');
-    expect(event?.params).toMatchObject({ runId, event: { text: 'echo early' } });
-    expect(peer.messages.indexOf(reply)).toBeLessThan(peer.messages.indexOf(event!));
-    expect(peer.messages.indexOf(event!)).toBeLessThan(peer.messages.indexOf(end));
+    const [event] = peer.runEvents();
+    expect(event).toMatchObject({ runId, event: { text: 'echo early' } });
+    expect(peer.messages.indexOf(reply)).toBeLessThan(peer.messages.indexOf(event!.message));
+    expect(peer.messages.indexOf(event!.message)).toBeLessThan(peer.messages.indexOf(end));
     const resumed = await peer.request('run/resume', { runId, prompt: prompt('echo again'), stream: true });
     const next = (resumed.result as { runId: string }).runId;
     const nextEnd = await peer.waitFor((m) => m.method === 'subagent/end' && (m.params as { runId: string }).runId === next);
-    const nextEvent = peer.notifications('run/event').find((m) => (m.params as { runId: string }).runId === next);
-    expect(nextEvent?.params).toMatchObject({ event: { text: 'echo again' } });
-    expect(peer.messages.indexOf(resumed)).toBeLessThan(peer.messages.indexOf(nextEvent!));
-    expect(peer.messages.indexOf(nextEvent!)).toBeLessThan(peer.messages.indexOf(nextEnd));
+    const nextEvent = peer.runEvents().find((e) => e.runId === next);
+    expect(nextEvent).toMatchObject({ event: { text: 'echo again' } });
+    expect(peer.messages.indexOf(resumed)).toBeLessThan(peer.messages.indexOf(nextEvent!.message));
+    expect(peer.messages.indexOf(nextEvent!.message)).toBeLessThan(peer.messages.indexOf(nextEnd));
     peer.close();
   });
 
@@ -268,8 +268,7 @@ describe('lifecycle', () => {
     await peer.request('subagent/start', { provider: 'echo', prompt: prompt('echo quiet'), parent });
     await peer.request('subagent/start', { provider: 'echo', prompt: prompt('echo loud'), parent, stream: true });
     await waitFor(() => peer.notifications('subagent/end').length === 2, 5000);
-    const events = peer.notifications('run/event');
-    expect(events.map((e) => (e.params as { event: { text: string } }).event.text)).toEqual(['echo loud']);
+    expect(peer.runEvents().map((e) => e.event.text)).toEqual(['echo loud']);
     peer.close();
   });
 });

@@ -15,6 +15,14 @@ export interface RpcMessage {
   error?: { code: number; message: string; data?: { code?: string; field?: string } & Record<string, unknown> };
 }
 
+/** One run event as a client sees it, whichever message carried it. */
+export interface ReceivedRunEvent {
+  readonly runId: string;
+  readonly event: { readonly kind: string; readonly text?: string } & Record<string, unknown>;
+  /** The `run/event` or `run/events` message it came in. */
+  readonly message: RpcMessage;
+}
+
 export class RawPeer {
   readonly messages: RpcMessage[] = [];
   private buffer = Buffer.alloc(0);
@@ -74,6 +82,11 @@ export class RawPeer {
     return this.messages.filter((m) => m.method === method && m.id === undefined);
   }
 
+  /** Every run event received so far, in order: one per `run/event`, many per `run/events` (1.3). */
+  runEvents(): ReceivedRunEvent[] {
+    return this.messages.flatMap((message) => runEventsIn(message));
+  }
+
   async waitFor(match: (m: RpcMessage) => boolean, timeoutMs = 5000, what = 'message'): Promise<RpcMessage> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
@@ -117,4 +130,16 @@ export class RawPeer {
     }
     this.wake();
   }
+}
+
+/** The run events a message carries: none, one (`run/event`) or a batch's (`run/events`), in order. */
+export function runEventsIn(message: RpcMessage): ReceivedRunEvent[] {
+  if (message.id !== undefined) return [];
+  if (message.method === 'run/event') {
+    const { runId, event } = message.params as Pick<ReceivedRunEvent, 'runId' | 'event'>;
+    return [{ runId, event, message }];
+  }
+  if (message.method !== 'run/events') return [];
+  const { runs } = message.params as { runs: Array<{ runId: string; events: Array<ReceivedRunEvent['event']> }> };
+  return runs.flatMap(({ runId, events }) => events.map((event) => ({ runId, event, message })));
 }

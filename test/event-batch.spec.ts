@@ -1,0 +1,172 @@
+/**
+ * `run/events` batches (daemon/connection/event-batch.ts): one notification per event-loop turn,
+ * events in emission order across runs (stretches of one run), bounded by count and size, valid
+ * against the declaration, and — through the connection's writer — written before any other
+ * message, so nothing written after an event overtakes it. The writer tests use a real unix socket
+ * read by vscode-jsonrpc's own reader, as the client reads it.
+ */
+import { createConnection, createServer, type Server, type Socket } from 'node:net';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { SocketMessageReader, type Message } from 'vscode-jsonrpc/node';
+import { frameOfJson, RunEventsNotification, type RunEvent, type RunEventsParams } from '../protocol/index.js';
+import { CountingWriter } from '../daemon/connection/counting-writer.js';
+import { RunEventBatch, type BatchBounds } from '../daemon/connection/event-batch.js';
+import { useTempDirs } from './support/scripted-fixtures.js';
+
+const tempDir = useTempDirs();
+const cleanups: Array<() => void> = [];
+afterEach(() => {
+  for (const cleanup of cleanups.splice(0)) cleanup();
+});
+
+const delta = (text: string): RunEvent => ({ kind: 'text-delta', text });
+const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+/** A batch whose sends are parsed, checked against the declaration and kept. */
+function recordingBatch(bounds?: BatchBounds): { batch: RunEventBatch; sent: RunEventsParams[]; sizes: number[] } {
+  const sent: RunEventsParams[] = [];
+  const sizes: number[] = [];
+  const batch = new RunEventBatch((json, events) => {
+    const message = JSON.parse(json) as { jsonrpc: string; method: string; params: unknown };
+    expect(message.jsonrpc).toBe('2.0');
+    expect(message.method).toBe('run/events');
+    const checked = RunEventsNotification.readParams(message.params);
+    if (!checked.ok) throw new Error(`invalid batch: ${checked.failure.message}`);
+    expect(checked.value.runs.reduce((n, stretch) => n + stretch.events.length, 0)).toBe(events);
+    sent.push(checked.value);
+    sizes.push(json.length);
+  }, bounds);
+  return { batch, sent, sizes };
+}
+
+/** The batches' events in order, as `runId:text`. */
+const unpacked = (sent: RunEventsParams[]): string[] =>
+  sent.flatMap((params) => params.runs.flatMap(({ runId, events }) => events.map((event) => `${runId}:${(event as { text: string }).text}`)));
+
+describe('RunEventBatch', () => {
+  it("sends a turn's events as one notification, in emission order across runs, consecutive events of a run in one stretch", async () => {
+    const { batch, sent } = recordingBatch();
+    batch.add('run_a', delta('1'));
+    batch.add('run_a', delta('2'));
+    batch.add('run_b', delta('3'));
+    batch.add('run_a', delta('4'));
+    expect(sent).toHaveLength(0); // nothing before the turn ends
+    await turn();
+    expect(sent).toHaveLength(1);
+    expect(sent[0]!.runs.map((stretch) => [stretch.runId, stretch.events.length])).toEqual([
+      ['run_a', 2],
+      ['run_b', 1],
+      ['run_a', 1],
+    ]);
+    expect(unpacked(sent)).toEqual(['run_a:1', 'run_a:2', 'run_b:3', 'run_a:4']);
+    batch.add('run_b', delta('5')); // the next turn: its own batch
+    await turn();
+    expect(sent).toHaveLength(2);
+    expect(batch.size).toBe(0);
+  });
+
+  it('cuts a turn at the event bound, and keeps the order over the cut', async () => {
+    const { batch, sent } = recordingBatch({ maxEvents: 3, maxChars: 1 << 20 });
+    for (let i = 0; i < 7; i++) batch.add(i % 2 === 0 ? 'run_a' : 'run_b', delta(String(i)));
+    expect(sent.map((p) => p.runs.reduce((n, s) => n + s.events.length, 0))).toEqual([3, 3]); // sent as the bound is reached
+    await turn();
+    expect(unpacked(sent)).toEqual(['run_a:0', 'run_b:1', 'run_a:2', 'run_b:3', 'run_a:4', 'run_b:5', 'run_a:6']);
+  });
+
+  it('cuts at the size bound; an event bigger than the bound goes alone', async () => {
+    const maxChars = 2000;
+    const { batch, sent, sizes } = recordingBatch({ maxEvents: 1000, maxChars });
+    for (let i = 0; i < 30; i++) batch.add('run_a', delta(`${i}`.padEnd(100, '.')));
+    batch.add('run_a', delta('big'.padEnd(5000, '!')));
+    batch.add('run_a', delta('after'));
+    await turn();
+    expect(unpacked(sent)).toEqual([...Array.from({ length: 30 }, (_, i) => `run_a:${`${i}`.padEnd(100, '.')}`), `run_a:${'big'.padEnd(5000, '!')}`, 'run_a:after']);
+    const alone = sent.findIndex((p) => (p.runs[0]!.events[0] as { text: string }).text.startsWith('big'));
+    expect(sent[alone]!.runs.flatMap((s) => s.events)).toHaveLength(1);
+    // Every batch of more than one event stays within the bound (plus the envelope).
+    sizes.forEach((size, i) => {
+      if (i !== alone) expect(size).toBeLessThanOrEqual(maxChars + 100);
+    });
+    expect(sent.length).toBeGreaterThanOrEqual(3);
+  });
+
+  it('keeps a JSON-awkward runId and text intact', async () => {
+    const { batch, sent } = recordingBatch();
+    batch.add('run_"q"\\', delta('line\n"quoted" ✓ \u2028'));
+    batch.flush();
+    expect(sent[0]!.runs).toEqual([{ runId: 'run_"q"\\', events: [delta('line\n"quoted" ✓ \u2028')] }]);
+    await turn(); // the scheduled flush finds nothing
+    expect(sent).toHaveLength(1);
+  });
+});
+
+/** A connected pair over a unix socket in a temp dir: `client` writes, `server` reads. */
+async function socketPair(): Promise<{ client: Socket; server: Socket }> {
+  const path = join(await tempDir(), 's.sock');
+  let listener!: Server;
+  const accepted = new Promise<Socket>((resolve) => {
+    listener = createServer(resolve);
+  });
+  await new Promise<void>((resolve) => listener.listen(path, resolve));
+  const client = createConnection(path);
+  const server = await accepted;
+  cleanups.push(() => {
+    client.destroy();
+    server.destroy();
+    listener.close();
+  });
+  return { client, server };
+}
+
+function received(server: Socket, count: number): Promise<Message[]> {
+  const reader = new SocketMessageReader(server);
+  const messages: Message[] = [];
+  return new Promise((resolve) => {
+    reader.listen((message) => {
+      messages.push(message);
+      if (messages.length === count) resolve(messages);
+    });
+  });
+}
+
+describe('a batch behind the connection writer', () => {
+  it('is written before any later message, so an end never overtakes its run’s events', async () => {
+    const { client, server } = await socketPair();
+    let batch!: RunEventBatch;
+    const writer = new CountingWriter(client, undefined, {
+      maxUnsentBytes: Number.POSITIVE_INFINITY,
+      onOverLimit: () => undefined,
+      beforeWrite: () => batch.flush(),
+    });
+    batch = new RunEventBatch((json) => void writer.writeJson(json));
+    const got = received(server, 4);
+    batch.add('run_a', delta('a1'));
+    batch.add('run_b', delta('b1'));
+    void writer.write({ jsonrpc: '2.0', method: 'subagent/end', params: { runId: 'run_a' } } as Message);
+    batch.add('run_b', delta('b2'));
+    void writer.write({ jsonrpc: '2.0', id: 7, result: {} } as Message);
+    const messages = (await got) as Array<Message & { method?: string; params?: { runs?: RunEventsParams['runs'] } }>;
+    expect(messages.map((m) => m.method ?? 'reply')).toEqual(['run/events', 'subagent/end', 'run/events', 'reply']);
+    expect(messages[0]!.params!.runs!.map((s) => s.runId)).toEqual(['run_a', 'run_b']);
+    expect(messages[2]!.params!.runs).toEqual([{ runId: 'run_b', events: [delta('b2')] }]);
+    expect(writer.unsent).toBe(0);
+    writer.dispose();
+  });
+
+  it('counts a batch as one unsent message of its bytes', async () => {
+    const { client, server } = await socketPair();
+    const writer = new CountingWriter(client);
+    const got = received(server, 1);
+    let sent = '';
+    const batch = new RunEventBatch((json) => void writer.writeJson((sent = json)));
+    for (let i = 0; i < 50; i++) batch.add('run_a', delta('ü'));
+    batch.flush();
+    expect(writer.unsent).toBe(1);
+    expect(writer.unsentBytes).toBe(frameOfJson(sent).bytes);
+    expect(writer.unsentBytes).toBeGreaterThan(frameOfJson(sent).text.length); // bytes, not characters
+    await got;
+    expect(writer.unsent).toBe(0);
+    writer.dispose();
+  });
+});
