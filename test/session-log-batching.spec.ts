@@ -1,6 +1,7 @@
 /**
  * The session log writes each event-loop turn's appends as one write, in order, and `flush()`
- * writes what is still waiting: a flushed log holds every appended line.
+ * writes what is still waiting: a flushed log holds every appended line. It fsyncs what it wrote,
+ * once: a close right after a flush (every turn's end) does not sync again.
  */
 import { open, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -18,10 +19,10 @@ const texts = (file: string): string[] =>
     .slice(1)
     .map((line) => (JSON.parse(line) as { content: Array<{ text: string }> }).content[0]!.text);
 
-/** Counts FileHandle writes (the class is not exported: take its prototype from a handle). */
-async function countWrites(dir: string): Promise<{ calls: () => number }> {
+/** Counts FileHandle writes, or syncs (the class is not exported: take its prototype from a handle). */
+async function countWrites(dir: string, method: 'write' | 'sync' = 'write'): Promise<{ calls: () => number }> {
   const probe = await open(join(dir, 'probe'), 'w');
-  const spy = vi.spyOn(Object.getPrototypeOf(probe) as { write: (...args: unknown[]) => unknown }, 'write');
+  const spy = vi.spyOn(Object.getPrototypeOf(probe) as Record<typeof method, (...args: unknown[]) => unknown>, method);
   await probe.close();
   return { calls: () => spy.mock.calls.length };
 }
@@ -44,5 +45,21 @@ describe('SessionLog batching', () => {
     await log.close();
     expect(writes.calls()).toBe(3);
     expect(texts(await readFile(log.path, 'utf8'))).toEqual(['a', 'b', 'c', 'd', 'e']);
+  });
+
+  it('fsyncs only what was written since the last sync: a close after a flush does not sync again', async () => {
+    const dir = await tempDir();
+    const log = await SessionLog.create(dir, header);
+    const syncs = await countWrites(dir, 'sync');
+    log.append(text('a'));
+    await log.flush();
+    expect(syncs.calls()).toBe(1);
+    await log.flush(); // nothing new
+    await log.close();
+    expect(syncs.calls()).toBe(1);
+    log.append(text('b')); // reopens
+    await log.close();
+    expect(syncs.calls()).toBe(2);
+    expect(texts(await readFile(log.path, 'utf8'))).toEqual(['a', 'b']);
   });
 });

@@ -2,7 +2,8 @@
  * A child's append-only session log: a header and events, kept in memory and mirrored to
  * `${dir}/${id}.jsonl` (header line, then one event per line). Appends are kept in order and
  * written once per event-loop turn, all of that turn's lines in one write; `flush()` writes what
- * is waiting, waits for it and fsyncs, which the loop does at every turn end. A write failure (full or read-only disk) is kept and re-thrown by the next flush as a
+ * is waiting, waits for it and fsyncs, which the loop does at every turn end; `close()` fsyncs
+ * only what was written since (a turn's flush then close costs one fsync, not two). A write failure (full or read-only disk) is kept and re-thrown by the next flush as a
  * `SessionWriteError` naming the file and errno: the log cannot silently diverge from its file.
  * After a failure nothing more is written and a partly written line is cut off, so what the file
  * already holds stays whole and readable.
@@ -35,6 +36,8 @@ export class SessionLog {
   private failure: unknown;
   /** Bytes of whole lines in the file (undefined until known): a failed append is cut back to it. */
   private size: number | undefined;
+  /** Lines written to the file since its last fsync. */
+  private unsynced = false;
 
   private constructor(
     readonly path: string,
@@ -110,6 +113,7 @@ export class SessionLog {
         this.size ??= (await opened.stat()).size;
         await opened.write(lines);
         this.size += Buffer.byteLength(lines);
+        this.unsynced = true;
       })
       .catch(async (error: unknown) => {
         this.failure ??= new SessionWriteError(this.path, error);
@@ -123,7 +127,8 @@ export class SessionLog {
     this.writeQueued();
     await this.writing;
     if (this.failure !== undefined) throw this.failure;
-    if (this.handle) {
+    if (this.handle && this.unsynced) {
+      this.unsynced = false;
       try {
         await (await this.handle).sync();
       } catch (error) {
@@ -144,7 +149,10 @@ export class SessionLog {
       return;
     }
     try {
-      if (this.failure === undefined) await opened.sync();
+      if (this.failure === undefined && this.unsynced) {
+        this.unsynced = false;
+        await opened.sync();
+      }
     } finally {
       await opened.close();
     }
@@ -159,5 +167,18 @@ export class SessionLog {
 }
 
 function stamp(event: SessionEvent): SessionEvent {
-  return event.at === undefined ? { ...event, at: new Date().toISOString() } : event;
+  return event.at === undefined ? { ...event, at: isoNow() } : event;
+}
+
+let stampedMs = Number.NaN;
+let stampedIso = '';
+
+/** The time as ISO 8601; formatted once a millisecond (a busy child appends many events in one). */
+function isoNow(): string {
+  const ms = Date.now();
+  if (ms !== stampedMs) {
+    stampedMs = ms;
+    stampedIso = new Date(ms).toISOString();
+  }
+  return stampedIso;
 }
