@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import type { SessionEvent } from '../protocol/index.js';
 import { ModelError, type ModelStepRequest } from '../daemon/agent/model/model-adapter.js';
 import { createScriptedAdapter, parseScript, readScript } from '../daemon/agent/model/scripted.js';
+import { createModelResolver } from '../daemon/agent/model/model-resolver.js';
 import { useTempDirs } from './support/scripted-fixtures.js';
 
 const tempDir = useTempDirs();
@@ -97,5 +98,26 @@ describe('scripted model adapter', () => {
     } catch (error) {
       expect((error as ModelError).kind).toBe('config');
     }
+  });
+
+  it('the resolver reads a script again only when its file changed; every child replays it from the first step', async () => {
+    const dir = await tempDir();
+    const file = join(dir, 'script.json');
+    await writeFile(file, JSON.stringify({ steps: [{ text: 'one' }, { text: 'two' }] }));
+    const resolveModel = createModelResolver({ default: `scripted:${file}` }, {});
+    const first = resolveModel(undefined);
+    const second = resolveModel(undefined);
+    expect(second.adapter).toBe(first.adapter); // unchanged file: not read and checked again
+    const childA: SessionEvent[] = [];
+    const childB: SessionEvent[] = [];
+    expect((await first.adapter.step(request(childA))).text).toBe('one');
+    expect((await second.adapter.step(request(childB))).text).toBe('one');
+    expect((await first.adapter.step(request(childA))).text).toBe('two');
+    await writeFile(file, JSON.stringify({ steps: [{ text: 'rewritten, and longer' }] }));
+    const third = resolveModel(undefined);
+    expect(third.adapter).not.toBe(first.adapter);
+    expect((await third.adapter.step(request([]))).text).toBe('rewritten, and longer');
+    await writeFile(file, '{ broken');
+    expect(() => resolveModel(undefined)).toThrow(/is not valid JSON/);
   });
 });

@@ -3,6 +3,7 @@
  * the configured OpenAI-compatible endpoint. The name comes from the start's
  * `agentOptions.model`, else the daemon's default (config, then SUBAGENTD_MODEL).
  */
+import { statSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import type { DaemonConfig } from '../../config.js';
 import { endpointFromEnv } from './endpoint-config.js';
@@ -19,13 +20,13 @@ export const NO_MODEL_HELP =
 /** `howToSet` is appended to messages that ask for a variable (which environment counts, how to change it). */
 export function createModelResolver(config: DaemonConfig['model'] = {}, env: NodeJS.ProcessEnv = process.env, howToSet = ''): ModelResolver {
   const adapters = new Map<string, ModelAdapter>();
+  const scripted = scriptedAdapters();
   return (requested) => {
     const name = requested ?? config.default ?? env['SUBAGENTD_MODEL'];
     if (name?.startsWith(SCRIPTED)) {
       const file = name.slice(SCRIPTED.length);
       if (!isAbsolute(file)) throw new ModelError('config', `scripted model path must be absolute, got ${JSON.stringify(file)}`);
-      // Read per child: each child replays the script from its first step.
-      return { adapter: createScriptedAdapter(readScript(resolve(file))), model: name };
+      return { adapter: scripted(resolve(file)), model: name };
     }
     const endpoint = endpointFromEnv(env, {
       baseUrl: config.baseUrl,
@@ -46,5 +47,28 @@ export function createModelResolver(config: DaemonConfig['model'] = {}, env: Nod
       adapters.set(key, adapter);
     }
     return { adapter, model: endpoint.model };
+  };
+}
+
+/**
+ * A script's adapter, read and checked again only when its file changed (size, mtime, inode):
+ * parsing and validating it per child cost a tenth of a streamed child's CPU. Each child still
+ * replays the script from its first step: the adapter keeps one cursor per child (per session).
+ */
+function scriptedAdapters(): (path: string) => ModelAdapter {
+  const byPath = new Map<string, { readonly version: string; readonly adapter: ModelAdapter }>();
+  return (path) => {
+    let version: string | undefined;
+    try {
+      const stats = statSync(path);
+      version = `${stats.size}:${stats.mtimeMs}:${stats.ino}`;
+    } catch {
+      // readScript names the failure.
+    }
+    const known = byPath.get(path);
+    if (known && known.version === version) return known.adapter;
+    const adapter = createScriptedAdapter(readScript(path));
+    if (version !== undefined) byPath.set(path, { version, adapter });
+    return adapter;
   };
 }
