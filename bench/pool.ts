@@ -1,7 +1,7 @@
 /**
  * Section 4, the shared pool: throughput and start latency with 1, 10 and 50 clients; fairness of
  * the admission queue when one client floods a small pool; and the daemon's memory while a client
- * stops reading the run/event notifications its runs stream.
+ * stops reading the run events its runs stream.
  */
 import type { RemoteSubagentService, RemoteSubagentRun } from '../client/index.js';
 import type { ContentBlock, StartParams } from '../protocol/index.js';
@@ -155,7 +155,7 @@ async function slowConsumer(report: Report, cleanup: Cleanup, world: BenchWorld,
   };
   const status = (): ReturnType<RemoteSubagentService['ops']['status']> => normal.ops.status();
 
-  // A reading client first: how many run/event notifications and bytes one talkative run streams.
+  // A reading client first: how many run events and bytes one talkative run streams.
   let perRunEvents = 0;
   let perRunBytes = 0;
   const control = await normal.start('spawn', {
@@ -199,7 +199,7 @@ async function slowConsumer(report: Report, cleanup: Cleanup, world: BenchWorld,
   await raw.until(() => raw.responses >= options.slowRuns + 1 && raw.count('subagent/end') >= options.slowRuns, 30_000, 'the backlog');
   // Read only now: a paused socket does not see the daemon close it.
   const cutOff = raw.closed;
-  const events = raw.count('run/event');
+  const events = raw.runEvents;
   const ends = raw.count('subagent/end');
   const received = raw.bytesIn;
   raw.close();
@@ -209,7 +209,7 @@ async function slowConsumer(report: Report, cleanup: Cleanup, world: BenchWorld,
   const streamed = options.slowRuns * perRunEvents;
   const table = new Table(
     `Slow consumer: a raw client starts ${options.slowRuns} streamed spawn runs (${CHATTY_STEPS} steps, ≈ ${bytes(perRunBytes)} of ` +
-      `run/event each, ${bytes(options.slowRuns * perRunBytes)} in all) and reads nothing until they have all ended`,
+      `run events each, ${bytes(options.slowRuns * perRunBytes)} in all) and reads nothing until they have all ended`,
     ['moment', 'daemon RSS', 'RSS after a full GC', 'heapUsed after a full GC', 'another client: echo start→ready p50'],
   );
   table.row('before', bytes(before.rss), bytes(before.gc.rss), bytes(before.gc.heapUsed), ms(before.latency));
@@ -223,9 +223,9 @@ async function slowConsumer(report: Report, cleanup: Cleanup, world: BenchWorld,
   table.row('after it read everything and disconnected (+1 s)', bytes(after.rss), bytes(after.gc.rss), bytes(after.gc.heapUsed), ms(after.latency));
   table.note(
     cutOff
-      ? `The daemon closed the non-reading connection before its runs ended (it received ${bytes(received)}, ${events} run/event, ${ends} subagent/end).`
+      ? `The daemon closed the non-reading connection before its runs ended (it received ${bytes(received)}, ${events} run events, ${ends} subagent/end).`
       : `Once it read again the client received ${bytes(received)}: ${ends} of ${options.slowRuns} subagent/end, and ${events} of the ` +
-          `${streamed} run/event notifications its runs produced (${pct(1 - events / streamed)} held back and dropped by the daemon).`,
+          `${streamed} run events its runs produced (${pct(1 - events / streamed)} held back and dropped by the daemon).`,
   );
   table.note(
     'RSS from /proc (peak sampled every 20 ms); "after a full GC" = what the daemon holds live. The latency probe is a separate, ' +

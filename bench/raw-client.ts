@@ -11,6 +11,8 @@ export class RawClient {
   private nextId = 1;
   private waiters = new Map<number, (message: { error?: { message: string } }) => void>();
   readonly counts = new Map<string, number>();
+  /** Run events received, whether one per `run/event` or many per `run/events` (1.3). */
+  runEvents = 0;
   responses = 0;
   bytesIn = 0;
   /** Set when the socket closed (e.g. the daemon cut this client off). */
@@ -100,10 +102,13 @@ export class RawClient {
         id?: number;
         method?: string;
         error?: { message: string };
+        params?: { runs?: Array<{ events: unknown[] }> };
       };
       this.buffer = this.buffer.subarray(end + 4 + length);
       if (message.method !== undefined) {
         this.counts.set(message.method, this.count(message.method) + 1);
+        if (message.method === 'run/event') this.runEvents += 1;
+        else if (message.method === 'run/events') for (const stretch of message.params?.runs ?? []) this.runEvents += stretch.events.length;
       } else if (typeof message.id === 'number') {
         this.responses++;
         const waiter = this.waiters.get(message.id);
