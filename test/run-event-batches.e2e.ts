@@ -1,7 +1,7 @@
 /**
  * Run events on the wire of a real daemon process, by the client's protocol minor: a client of
- * 1.2 gets one `run/event` per event, a client of 1.3 (or an LSP-style client without a version)
- * gets `run/events` batches, and both see the same events in the same order. Batches keep the
+ * 1.2 (or an LSP-style client that states no version) gets one `run/event` per event, a client
+ * that said 1.3 gets `run/events` batches, and both see the same events in the same order. Batches keep the
  * lifecycle order (the start reply first, the run's end last), carry several runs' events in
  * their emission order, stay within their bound, and the client library hands `onEvent` the same
  * sequence a lone-event client reads.
@@ -55,17 +55,22 @@ describe('run events by protocol minor', () => {
     }
   });
 
-  it('an LSP-style client without a version speaks the daemon’s and gets batches', async () => {
-    const peer = await RawPeer.connect(daemon.socket);
-    try {
-      const token = readFileSync(`${daemon.socket}.token`, 'utf8').trim();
-      const hello = await peer.request('initialize', { processId: null, rootUri: null, capabilities: {}, initializationOptions: { token } });
-      expect(hello.error).toBeUndefined();
-      const { runId } = await streamed(peer, 'burst 5 4');
-      expect(texts(peer, runId)).toEqual(burst(5, 4));
-      expect(peer.notifications('run/events')).toHaveLength(1);
-    } finally {
-      peer.close();
+  it('an LSP-style client gets batches only when it states 1.3: one that states no version keeps run/event', async () => {
+    const token = readFileSync(`${daemon.socket}.token`, 'utf8').trim();
+    for (const [options, method] of [
+      [{ token }, 'run/event'],
+      [{ token, protocolVersion: '1.3.0' }, 'run/events'],
+    ] as const) {
+      const peer = await RawPeer.connect(daemon.socket);
+      try {
+        const hello = await peer.request('initialize', { processId: null, rootUri: null, capabilities: {}, initializationOptions: options });
+        expect(hello.error).toBeUndefined();
+        const { runId } = await streamed(peer, 'burst 5 4');
+        expect(texts(peer, runId)).toEqual(burst(5, 4));
+        expect(peer.messages.filter((m) => m.method?.startsWith('run/event')).map((m) => m.method)).toEqual(method === 'run/event' ? Array(5).fill(method) : [method]);
+      } finally {
+        peer.close();
+      }
     }
   });
 });
@@ -92,11 +97,11 @@ describe('order and bounds of batches', () => {
   it('runs streaming at once share batches, each run’s events in order and all before its end', async () => {
     const peer = await RawPeer.initialized(daemon.socket);
     try {
-      const [a, b] = await Promise.all([streamed(peer, 'tick 40'), streamed(peer, 'tick 40')]);
+      const [a, b] = await Promise.all([streamed(peer, 'pair 40'), streamed(peer, 'pair 40')]);
       const count = Array.from({ length: 40 }, (_, i) => String(i));
       expect(texts(peer, a.runId)).toEqual(count);
       expect(texts(peer, b.runId)).toEqual(count);
-      // Both runs emit once per timer turn: at least one batch carries both.
+      // Both runs emit once per timer turn, in the same turns: batches carry both.
       const shared = peer.notifications('run/events').filter((m) => new Set((m.params as { runs: Array<{ runId: string }> }).runs.map((s) => s.runId)).size === 2);
       expect(shared.length).toBeGreaterThan(0);
       for (const { runId, end } of [a, b]) {

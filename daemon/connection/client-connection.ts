@@ -525,7 +525,10 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
     this.takesRetryEvents = minorOf(version) >= 1;
     this.takesWorker = minorOf(version) >= 3;
     this.startInReply = minorOf(version) >= 3;
-    if (minorOf(version) >= 3) this.batch = new RunEventBatch((json) => this.sendBatch(json));
+    // Batches replace a notification rather than add to one: only a client that said 1.3 or later
+    // gets them, never an LSP-style one that states no version (it may be listening for run/event).
+    const stated = params.protocolVersion ?? options.protocolVersion;
+    if (stated !== undefined && minorOf(stated) >= 3) this.batch = new RunEventBatch((json) => this.sendBatch(json));
     const client = params.clientInfo ?? { name: 'lsp-client' };
     this.clientName = `${client.name}@${client.version ?? '?'}`;
     this.log.info({ client: this.clientName, lsp }, 'client initialized');
