@@ -134,11 +134,7 @@ describe('a batch behind the connection writer', () => {
   it('is written before any later message, so an end never overtakes its run’s events', async () => {
     const { client, server } = await socketPair();
     let batch!: RunEventBatch;
-    const writer = new CountingWriter(client, undefined, {
-      maxUnsentBytes: Number.POSITIVE_INFINITY,
-      onOverLimit: () => undefined,
-      beforeWrite: () => batch.flush(),
-    });
+    const writer = new CountingWriter(client, undefined, undefined, { beforeMessage: () => batch.flush() });
     batch = new RunEventBatch((json) => void writer.writeJson(json));
     const got = received(server, 4);
     batch.add('run_a', delta('a1'));
