@@ -345,7 +345,7 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
 
   notifyEnd(event: EndParams): void {
     // Progress that waited for this slow reader goes out before the run's end (a batch is
-    // written before the end: see beforeWrite).
+    // written before the end: see beforeMessage).
     for (const waiting of this.backlog.take(event.runId)) this.sendRunEvent(event.runId, waiting);
     this.notify(EndNotification, event);
   }
