@@ -5,10 +5,10 @@
  * under a lock, so its messages never share a syscall.
  *
  * A batch is a tick (`'tick'`, until the nextTick queue runs: the client, whose requests should
- * leave at once) or an event-loop turn (`'turn'`, until the next check phase: the daemon). The
- * daemon answers a start only after the run index's batch of that turn is written, while the
- * start's `subagent/start` notification was written before; flushing per turn sends both, and
- * whatever else the turn's handlers wrote to that client, in one write instead of several.
+ * leave at once) or an event-loop turn (`'turn'`, until the next check phase: the daemon, whose
+ * notifications of one turn then share a write). A subclass may cut a batch short with
+ * `flushNow` (the daemon does for its replies: a client waits on each, and the next check phase
+ * is a whole loop iteration away).
  *
  * `beforeWrite`, when given, runs right before each batch goes to the stream (not when the batch is
  * empty or the stream closed): the daemon writes its pending run records there, so that a client
@@ -102,6 +102,11 @@ export class FrameWriter implements MessageWriter {
       if (error) this.errorEmitter.fire([error, message, ++this.errors]);
       done(error);
     });
+  }
+
+  /** Writes what the batch holds now, with the frames queued before it, in order. */
+  protected flushNow(): void {
+    this.batch.flush();
   }
 
   /** Writes what the batch holds, then ends the stream. */

@@ -110,10 +110,10 @@ describe('FrameWriter beforeWrite (the daemon writes its run records there)', ()
 });
 
 describe('CountingWriter', () => {
-  it('reports a message queued once it has its place in the order, before the write: what follows rides in the same write', async () => {
+  it('writes a reply at once with what was queued before it; what its queued hook starts follows in order', async () => {
     const { client, server } = await socketPair();
     const writes = vi.spyOn(client, 'write');
-    const got = received(server, 2);
+    const got = received(server, 3);
     let followed: Promise<void> | undefined;
     const writer: CountingWriter = new CountingWriter(client, undefined, undefined, {
       queued: (message) => {
@@ -121,12 +121,14 @@ describe('CountingWriter', () => {
         if ((message as { id?: unknown }).id === 7) followed = Promise.resolve().then(() => writer.write(note(2)));
       },
     });
+    const before = writer.write(note(1));
+    expect(writes).not.toHaveBeenCalled(); // a notification waits for the turn's batch
     const reply = writer.write({ jsonrpc: '2.0', id: 7, result: { runId: 'r' } } as Message);
     expect(followed).toBeDefined();
-    expect(writes).not.toHaveBeenCalled();
-    await Promise.all([reply, followed]);
-    expect(writes).toHaveBeenCalledTimes(1);
-    expect((await got).map((m) => ('id' in m ? 'reply' : 'end'))).toEqual(['reply', 'end']);
+    expect(writes).toHaveBeenCalledTimes(1); // the reply did not wait for the turn, and took the note along
+    await Promise.all([before, reply, followed]);
+    expect(writes).toHaveBeenCalledTimes(2);
+    expect((await got).map((m) => ('id' in m ? 'reply' : (m as unknown as { params: { n: number } }).params.n))).toEqual([1, 'reply', 2]);
     writer.dispose();
   });
 

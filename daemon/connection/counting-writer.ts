@@ -1,8 +1,13 @@
 /**
  * The daemon's MessageWriter: the shared frame writer (common/frame-writer.ts: one string per
- * message, an event-loop turn's messages in one write), plus a count of what it has not yet
+ * message, an event-loop turn's notifications in one write), plus a count of what it has not yet
  * handed to the socket. That count is the daemon's measure of a client that reads slowly or not
- * at all: a frame counts from `write` until the stream took its turn's chunk.
+ * at all: a frame counts from `write` until the stream took its batch's chunk.
+ *
+ * A reply is written at once, with whatever was queued before it: a client is waiting on it,
+ * and the turn's batch would hold it for a loop iteration plus whatever else the turn does (a
+ * trivial run's whole settle, for a start). What is queued after it (that run's events and end)
+ * goes in the turn's write.
  *
  * `hooks.queued` hears each message once it has its place in the outgoing order (before it is
  * written): what is queued after it reaches the peer after it. `hooks.beforeWrite` is the frame
@@ -73,6 +78,7 @@ export class CountingWriter extends FrameWriter {
     if (this.refuses(frame)) return Promise.resolve();
     const sent = this.enqueue(frame, message);
     this.hooks.queued?.(message);
+    if (isReply(message)) this.flushNow();
     return sent;
   }
 
@@ -114,4 +120,9 @@ export class CountingWriter extends FrameWriter {
     if (this.inFlight === 0) return Promise.resolve();
     return within(new Promise<void>((resolve) => this.idle.push(resolve)), timeoutMs).then(() => undefined);
   }
+}
+
+/** A response (result or error) to a request of the peer's: it has an id and no method. */
+function isReply(message: Message): boolean {
+  return 'id' in message && !('method' in message);
 }
