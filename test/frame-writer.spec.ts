@@ -132,6 +132,20 @@ describe('CountingWriter', () => {
     writer.dispose();
   });
 
+  it('keeps a reply in the turn\'s batch when replyAtOnce says the client is busy', async () => {
+    const { client, server } = await socketPair();
+    const writes = vi.spyOn(client, 'write');
+    const got = received(server, 2);
+    const writer = new CountingWriter(client, undefined, undefined, { replyAtOnce: () => false });
+    const reply = writer.write({ jsonrpc: '2.0', id: 7, result: {} } as Message);
+    const after = writer.write(note(1));
+    expect(writes).not.toHaveBeenCalled();
+    await Promise.all([reply, after]);
+    expect(writes).toHaveBeenCalledTimes(1);
+    expect((await got).map((m) => ('id' in m ? 'reply' : 'note'))).toEqual(['reply', 'note']);
+    writer.dispose();
+  });
+
   it("writes one event-loop turn's messages in one socket write, across ticks", async () => {
     const { client, server } = await socketPair();
     const writes = vi.spyOn(client, 'write');

@@ -4,10 +4,12 @@
  * handed to the socket. That count is the daemon's measure of a client that reads slowly or not
  * at all: a frame counts from `write` until the stream took its batch's chunk.
  *
- * A reply is written at once, with whatever was queued before it: a client is waiting on it,
- * and the turn's batch would hold it for a loop iteration plus whatever else the turn does (a
+ * A reply is written at once, with whatever was queued before it, when `hooks.replyAtOnce` says
+ * so (the daemon: when the client has no other request open): a client is waiting on it, and
+ * the turn's batch would hold it for a loop iteration plus whatever else the turn does (a
  * trivial run's whole settle, for a start). What is queued after it (that run's events and end)
- * goes in the turn's write.
+ * goes in the turn's write. A client with several requests open is busy anyway: its replies
+ * share the turn's write, one syscall (and one index write) for many.
  *
  * `hooks.queued` hears each message once it has its place in the outgoing order (before it is
  * written): what is queued after it reaches the peer after it. `hooks.beforeWrite` is the frame
@@ -29,6 +31,8 @@ export interface WriterHooks {
   readonly queued?: (message: Message) => void;
   /** Runs before each message is queued (not before `writeJson`'s own). */
   readonly beforeMessage?: () => void;
+  /** Whether a reply goes out at once (see the header); without it, always. */
+  readonly replyAtOnce?: () => boolean;
 }
 
 /** What the error listener hears of a failed `writeJson` (its JSON is not kept as a message). */
@@ -78,7 +82,7 @@ export class CountingWriter extends FrameWriter {
     if (this.refuses(frame)) return Promise.resolve();
     const sent = this.enqueue(frame, message);
     this.hooks.queued?.(message);
-    if (isReply(message)) this.flushNow();
+    if (isReply(message) && (this.hooks.replyAtOnce?.() ?? true)) this.flushNow();
     return sent;
   }
 
