@@ -61,8 +61,8 @@ export async function wireOverhead(report: Report, cleanup: Cleanup, options: Wi
     '1. Wire overhead (trivial `echo` provider)',
     'start→ready: from calling start until the run handle is ready (the `subagent/start` answer). start→result: until its ' +
       'result is in (the `subagent/end` notification). Sequential runs/s include `run/dispose`: per run the wire carries two ' +
-      'requests (`subagent/start`, `run/dispose`) and one notification (`subagent/end`, in the same write as the start answer when the ' +
-      'run ends in that turn; from protocol 1.3 the answer stands for `subagent/start`). The floors answer a ' +
+      'requests (`subagent/start`, `run/dispose`) and one notification (`subagent/end`, in the write after the start answer, which a client with ' +
+      'no other request open gets at once; from protocol 1.3 the answer stands for `subagent/start`). The floors answer a ' +
       'start-sized payload on the same kind of unix socket, each served by its own process as the daemon is: (d) vscode-jsonrpc ' +
       'with its own writers on both ends, (f) vscode-jsonrpc with the frame writer the client and daemon use, (r) no library. ' +
       `Configurations alternate in ${options.rounds} rounds; a round's medians make one pair, and "÷ floor" is the median ` +
@@ -150,7 +150,7 @@ export async function wireOverhead(report: Report, cleanup: Cleanup, options: Wi
     );
   }
   table.note(`Load average ${loadBefore} before these rounds, ${formatLoad()} after.`);
-  table.note('(e) is the message pattern of a start to a client of protocol 1.2 or older (the daemon sends `subagent/start` before answering); a 1.3 client, as here, gets (d)\'s pattern plus `subagent/end` in the answer\'s write.');
+  table.note('(e) is the message pattern of a start to a client of protocol 1.2 or older (the daemon sends `subagent/start` before answering); a 1.3 client, as here, gets (d)\'s pattern then `subagent/end` in the next write.');
   table.note(
     'vscode-jsonrpc on both ends, by the medians: its writer costs (d) − (f) = ' +
       `${ms(spreadOf(floor.rounds).median - spreadOf(get('f').rounds).median)} a round trip; its reader, queue and promises (f) − (r) = ` +
