@@ -28,7 +28,9 @@
  *   after the member restarts, or through another member).
  * - A dispose nobody answers ends the run here (aborted, naming the silent member) and, by
  *   compare-and-set, in its record: a member taking the ticket over then only acknowledges it.
- * - One continuation at a time per child: a second resume before the first settled is RUN_STATE.
+ * - One continuation at a time per child, across the pool: a resume is queued only once it has
+ *   claimed the child (child-fence.ts); a second resume before the first settled, through this
+ *   member or any other, is RUN_STATE naming the run that continues the child.
  * - The run's result waits for the record to settle, on whichever member finishes it: a takeover
  *   after its worker's death is invisible here except for the new `worker`.
  * - Once the run's client re-attached through another member (the record's `ownerMember` moved
@@ -40,6 +42,7 @@
 import { SubagentError, type ContentBlock, type InterruptLevel, type SubagentResult } from '../../protocol/index.js';
 import type { DaemonProvider, DaemonRun, ProviderStartRequest, RestoreContext, RunHost } from '../provider.js';
 import { movedAway, ownerMovedFrom, sessionKeyOf, type ClusterRun, type QueuedStart, type WorkerRef } from './cluster-run.js';
+import { claimChild } from './child-fence.js';
 import type { ControlAnswer, ControlMessage } from './cluster-worker.js';
 import type { MemberRelay, ReportSink } from './member-relay.js';
 import type { NatsLink } from './nats-link.js';
@@ -268,7 +271,14 @@ async function queueContinuation(
     ...(previous.reports && { reports: true }),
     ...(pin !== undefined && { pin }),
   };
-  return launch(next, host, signal ?? new AbortController().signal, report, front, kind);
+  // Across the pool: a continuation through another member may be resuming the same child.
+  const release = await claimChild(front.scheduler.records, previous, childId, next.runId);
+  try {
+    return await launch(next, host, signal ?? new AbortController().signal, report, front, kind);
+  } catch (error) {
+    await release().catch(() => undefined); // unreleased, the claim lapses with its run's record (or STALE_CLAIM_MS)
+    throw error;
+  }
 }
 
 /** How often a queued pinned continuation checks that the member holding its child is still there. */

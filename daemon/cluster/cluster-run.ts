@@ -62,6 +62,11 @@ export interface ClusterRun {
   readonly session?: string;
   /** The start had a `report` sink (a continuable child): the child's reports are relayed to the front. */
   readonly reports?: boolean;
+  /**
+   * On a chain's first run only: the continuation that holds its child now (child-fence.ts),
+   * claimed by compare-and-set before it was queued; `at` is when.
+   */
+  readonly continuedBy?: { readonly runId: string; readonly at: string };
   /** Only this member may take the run: it holds the child's agent process (a child that cannot be restored elsewhere). */
   readonly pin?: string;
 }

@@ -13,7 +13,8 @@
  * - A continuation (`resumes`) of a child whose previous run executed here, undisposed, resumes
  *   that very child; its messages now speak for the new run. Elsewhere the child is restored from
  *   the mirror, as for a takeover, and given the new message. A run pinned to a member (its child
- *   lives in that member's agent process) is taken only by that member.
+ *   lives in that member's agent process) is taken only by that member. A continuation that does
+ *   not hold its child's claim (child-fence.ts) is refused before the child is touched.
  * - Steering (`send` on the control subject) reaches the child's `sendMessage`; `hold` says
  *   whether the child is still here to be continued; the answer carries the typed error.
  * - Every record write is a compare-and-set from the revision this member last wrote. A lapsed
@@ -30,6 +31,7 @@ import type { Logger } from 'pino';
 import { SubagentError, type ContentBlock, type InterruptLevel, type SubagentErrorCode, type SubagentResult } from '../../protocol/index.js';
 import type { DaemonProvider, DaemonRun, RunHost } from '../provider.js';
 import { sessionFilePath } from '../ops/paths.js';
+import { assertClaimed } from './child-fence.js';
 import { sessionKeyOf, type ClusterRun } from './cluster-run.js';
 import type { MemberRelay, RelayTarget, ReportSink } from './member-relay.js';
 import type { NatsLink } from './nats-link.js';
@@ -279,6 +281,7 @@ export class ClusterWorker {
    */
   private async continueChild(record: ClusterRun, provider: DaemonProvider, fresh: Conduit, signal: AbortSignal): Promise<Begun> {
     const { runId: previousRunId, childId } = record.resumes!;
+    await assertClaimed(this.scheduler.records, record);
     const previous = this.executing.get(previousRunId);
     if (previous?.run?.resume && !previous.lost) {
       const run = await previous.run.resume(record.request.prompt, { signal });

@@ -1,0 +1,135 @@
+/**
+ * The pool fences a child against two members at once, with real daemons (the built CLI) on a
+ * real nats-server and the local chat-completions server: two fronts racing to resume one
+ * settled run (the client re-attached it through the second) let exactly one continuation run;
+ * the other is refused with RUN_STATE naming it, and may resume once it settled. A run
+ * re-attached through another member while it runs is steered from there.
+ */
+import { afterEach, beforeEach, expect, it } from 'vitest';
+import type { RemoteSubagentRun } from '../client/index.js';
+import type { ClusterRun } from '../daemon/cluster/cluster-run.js';
+import { clusterNames } from '../daemon/cluster/names.js';
+import { NatsLink } from '../daemon/cluster/nats-link.js';
+import { RunRecords } from '../daemon/cluster/run-records.js';
+import { SubagentError } from '../protocol/index.js';
+import { chunk, textResponse, type StreamStep } from './support/chat-completions-server.js';
+import { startDaemon, type DaemonProcess } from './support/daemon-process.js';
+import { ClientPool } from './support/e2e-daemon.js';
+import { contentText, ModelServer } from './support/e2e-model-server.js';
+import { startNatsServer, type NatsServer } from './support/nats-server.js';
+
+const text = (value: string) => [{ type: 'text' as const, text: value }];
+const parent = { sessionId: 'cluster-fence', cwd: process.cwd() };
+
+let nats: NatsServer;
+let model: ModelServer;
+const daemons: DaemonProcess[] = [];
+const clients = new ClientPool();
+const links: NatsLink[] = [];
+
+beforeEach(async () => {
+  nats = await startNatsServer();
+  model = await ModelServer.start();
+  await model.beginTest();
+});
+
+afterEach(async () => {
+  await clients.closeAll();
+  for (const link of links.splice(0)) await link.close().catch(() => undefined);
+  await Promise.allSettled(daemons.splice(0).map((d) => d.stop()));
+  await nats.stop();
+  await model.close();
+});
+
+/** A member of the pool on the test's model server; `slots: 0` makes a front that executes nothing. */
+async function member(slots?: number): Promise<DaemonProcess> {
+  const daemon = await startDaemon(
+    {
+      model: { baseUrl: model.baseUrl, apiKeyEnv: 'CLUSTER_TEST_KEY', default: 'test-model', maxRetries: 0 },
+      limits: { maxConcurrentRuns: 2 },
+      cluster: { nats: nats.url, ackWaitMs: 15_000, ...(slots !== undefined && { slots }) },
+    },
+    [],
+    { env: { CLUSTER_TEST_KEY: 'k' } },
+  );
+  daemons.push(daemon);
+  return daemon;
+}
+
+async function records(): Promise<RunRecords<ClusterRun>> {
+  const link = await NatsLink.open(nats.url, { name: 'test-observer' });
+  links.push(link);
+  return RunRecords.open<ClusterRun>(link, clusterNames().recordsBucket);
+}
+
+/** A step that keeps streaming (empty deltas) for `ms`, then says `answer`. */
+function slow(answer: string, ms: number) {
+  const steps: StreamStep[] = [
+    { data: chunk({ role: 'assistant', content: '' }) },
+    { repeat: { data: chunk({ content: '' }) }, everyMs: 50, forMs: ms },
+    { data: chunk({ content: answer }, { finish_reason: 'stop' }) },
+    { done: true },
+  ];
+  return { type: 'stream' as const, steps };
+}
+
+async function killed(daemon: DaemonProcess): Promise<void> {
+  const exited = new Promise((resolve) => daemon.proc.once('exit', resolve));
+  daemon.proc.kill('SIGKILL');
+  await exited;
+}
+
+const userTurns = (n: number): string[] =>
+  model
+    .messages(n)
+    .filter((m) => m.role === 'user')
+    .map((m) => contentText(m));
+
+it('two members racing to resume one settled child: exactly one continuation runs, the other is refused naming it, and resumes once it settled', async () => {
+  const a = await member(0);
+  const b = await member(0);
+  const first = await member();
+  const store = await records();
+  model.enqueue(textResponse(['first answer']), slow('continued once', 3000), textResponse(['continued after']));
+
+  const viaA = await clients.connect(a.socket);
+  const run = (await viaA.start('spawn', { prompt: text('Initial task'), parent, signal: AbortSignal.timeout(30_000) })) as RemoteSubagentRun;
+  expect(await run.result).toMatchObject({ stopReason: 'completed', output: text('first answer') });
+  expect(store.seen(run.id)?.record.worker?.pid).toBe(first.proc.pid);
+  // The member holding the child dies; the next one (two slots) could restore it from the
+  // mirrored session twice at once.
+  await killed(first);
+  const worker = await member();
+  // The client re-attaches the settled run through B too: both members can resume its child
+  // (A holds the chain, B restores it from the record).
+  const viaB = await clients.connect(b.socket);
+  const adopted = await viaB.adopt(run.id, run.runToken);
+  expect(typeof adopted.resume).toBe('function');
+
+  const raced = await Promise.allSettled([run.resume!(text('Resume via A')), adopted.resume!(text('Resume via B'))]);
+  const won = raced.filter((r): r is PromiseFulfilledResult<RemoteSubagentRun> => r.status === 'fulfilled').map((r) => r.value);
+  const lost = raced.filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => r.reason as unknown);
+  expect(won).toHaveLength(1);
+  expect(lost).toHaveLength(1);
+  const winner = won[0]!;
+  expect(lost[0]).toBeInstanceOf(SubagentError);
+  expect(lost[0]).toMatchObject({ code: 'RUN_STATE', message: expect.stringContaining(`continued by run ${winner.id}`) });
+  expect(await winner.result).toMatchObject({ stopReason: 'completed', output: text('continued once') });
+  // The model saw one continuation: the child ran once.
+  expect(model.requests).toHaveLength(2);
+  expect((await store.get(winner.id))!.record.worker?.pid).toBe(worker.proc.pid);
+  const resumedVia = userTurns(1).at(-1)!;
+  expect(['Resume via A', 'Resume via B']).toContain(resumedVia);
+  expect((await store.get(run.id))!.record.continuedBy?.runId).toBe(winner.id);
+  expect([...store.all()].filter((r) => r.record.resumes?.childId === run.childId).map((r) => r.record.runId)).toEqual([winner.id]);
+
+  // Once the winner settled, the loser's member may continue the child: the claim moves on.
+  const loserHandle = resumedVia === 'Resume via A' ? adopted : run;
+  const next = await loserHandle.resume!(text('After the first'));
+  expect(await next.result).toMatchObject({ stopReason: 'completed', output: text('continued after') });
+  expect(userTurns(2)).toEqual(['Initial task', resumedVia, 'After the first']);
+  expect((await store.get(run.id))!.record.continuedBy?.runId).toBe(next.id);
+  expect((await store.get(next.id))!.record.worker?.pid).toBe(worker.proc.pid);
+  expect(model.requests).toHaveLength(3);
+  await next.dispose();
+}, 60_000);
