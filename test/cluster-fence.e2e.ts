@@ -17,6 +17,7 @@ import { startDaemon, type DaemonProcess } from './support/daemon-process.js';
 import { ClientPool } from './support/e2e-daemon.js';
 import { contentText, ModelServer } from './support/e2e-model-server.js';
 import { startNatsServer, type NatsServer } from './support/nats-server.js';
+import { RawPeer } from './support/raw-peer.js';
 
 const text = (value: string) => [{ type: 'text' as const, text: value }];
 const parent = { sessionId: 'cluster-fence', cwd: process.cwd() };
@@ -26,6 +27,7 @@ let model: ModelServer;
 const daemons: DaemonProcess[] = [];
 const clients = new ClientPool();
 const links: NatsLink[] = [];
+const peers: RawPeer[] = [];
 
 beforeEach(async () => {
   nats = await startNatsServer();
@@ -34,6 +36,7 @@ beforeEach(async () => {
 });
 
 afterEach(async () => {
+  for (const peer of peers.splice(0)) peer.close();
   await clients.closeAll();
   for (const link of links.splice(0)) await link.close().catch(() => undefined);
   await Promise.allSettled(daemons.splice(0).map((d) => d.stop()));
@@ -132,4 +135,40 @@ it('two members racing to resume one settled child: exactly one continuation run
   expect((await store.get(next.id))!.record.worker?.pid).toBe(worker.proc.pid);
   expect(model.requests).toHaveLength(3);
   await next.dispose();
+}, 60_000);
+
+it('a run re-attached through another member while it runs is steered from there; a provider that cannot steer is refused there, typed, and cancel still reaches the worker', async () => {
+  const a = await member(0);
+  const b = await member(0);
+  const worker = await member();
+  const store = await records();
+  model.enqueue(slow('first answer', 2000), textResponse(['steered answer']));
+  const viaA = await clients.connect(a.socket);
+  const run = (await viaA.start('spawn', { prompt: text('Initial task'), parent, signal: AbortSignal.timeout(30_000) })) as RemoteSubagentRun;
+  await model.waitForRequests(1);
+
+  // The client re-attaches it through B while it executes on the worker.
+  const onB = await RawPeer.initialized(b.socket, 'steer-via-b');
+  peers.push(onB);
+  expect((await onB.request('run/attach', { runId: run.id, runToken: run.runToken }, 15_000)).error).toBeUndefined();
+  expect((await store.get(run.id))!.record).toMatchObject({ state: 'running', worker: { pid: worker.proc.pid } });
+  const steered = await onB.request('run/sendMessage', { runId: run.id, content: text('STEER via B') }, 15_000);
+  expect(steered.error).toBeUndefined();
+  const waited = await onB.request('run/wait', { runId: run.id }, 15_000);
+  expect(waited.result).toMatchObject({ stopReason: 'completed', output: text('steered answer') });
+  // The worker's child took the message at its next step.
+  expect(model.messages(1).filter((m) => m.role !== 'system').map((m) => `${m.role}:${contentText(m)}`)).toEqual([
+    'user:Initial task',
+    'assistant:first answer',
+    'user:STEER via B',
+  ]);
+  expect((await onB.request('run/sendMessage', { runId: run.id, content: text('too late') }, 15_000)).error?.data?.code).toBe('RUN_STATE');
+
+  // A provider that cannot steer: the re-attached run offers no steering either.
+  const bare = (await viaA.start('bare', { prompt: text('hang'), parent, signal: AbortSignal.timeout(30_000) })) as RemoteSubagentRun;
+  expect((await onB.request('run/attach', { runId: bare.id, runToken: bare.runToken }, 15_000)).error).toBeUndefined();
+  expect((await onB.request('run/sendMessage', { runId: bare.id, content: text('hello?') }, 15_000)).error?.data?.code).toBe('UNSUPPORTED_OPERATION');
+  // Cancel still reaches the worker from B.
+  expect((await onB.request('run/cancel', { runId: bare.id }, 15_000)).error).toBeUndefined();
+  expect((await onB.request('run/wait', { runId: bare.id }, 15_000)).result).toMatchObject({ stopReason: 'aborted' });
 }, 60_000);

@@ -43,7 +43,8 @@ import { SubagentError, type ContentBlock, type InterruptLevel, type SubagentRes
 import type { DaemonProvider, DaemonRun, ProviderStartRequest, RestoreContext, RunHost } from '../provider.js';
 import { movedAway, ownerMovedFrom, sessionKeyOf, type ClusterRun, type QueuedStart, type WorkerRef } from './cluster-run.js';
 import { claimChild } from './child-fence.js';
-import type { ControlAnswer, ControlMessage } from './cluster-worker.js';
+import type { ControlMessage } from './cluster-worker.js';
+import { askExecutor as ask, steer } from './control-request.js';
 import type { MemberRelay, ReportSink } from './member-relay.js';
 import type { NatsLink } from './nats-link.js';
 import type { ClusterNames } from './names.js';
@@ -58,15 +59,14 @@ export interface FrontContext {
   follow(runId: string, listener: (record: ClusterRun) => void): () => void;
   /** Whether this member is stopping (its service disposes every run it holds). */
   leaving: () => boolean;
+  /** What the stand-in of `provider` on this member offers (its real provider's runtime); undefined for a provider it does not have. */
+  runtimeOf(provider: string): DaemonProvider['runtime'] | undefined;
 }
 
 /** A cluster run as the service holds it: `worker` names the member executing it now. */
 export interface ClusterDaemonRun extends DaemonRun {
   readonly worker: WorkerRef | undefined;
 }
-
-/** How long a control request waits for the executing member's answer. */
-const CONTROL_TIMEOUT_MS = 5000;
 
 export function clusterProvider(inner: DaemonProvider, front: FrontContext): DaemonProvider {
   const runtime = { sendMessage: inner.runtime.sendMessage, resume: inner.runtime.resume };
@@ -182,11 +182,7 @@ async function launch(
     }
     settle(result);
   };
-  const sendMessage = async (content: ContentBlock[]): Promise<void> => {
-    if (settled()) throw new SubagentError('RUN_STATE', `run ${runId} has settled; nothing reads this message`);
-    if (movedOff()) throw movedAway(latest);
-    await ask(front, runId, { op: 'send', content });
-  };
+  const sendMessage = (content: ContentBlock[]): Promise<void> => steer(front, latest, content);
   let disposed: Promise<void> | undefined;
   return {
     id: latest.childId!,
@@ -337,23 +333,4 @@ async function restoreHandle(childId: string, context: RestoreContext, front: Fr
     dispose: async () => undefined, // nothing runs here; the record and the mirrored session stay
     resume: continuation(() => (record.state === 'settled' || record.state === 'disposed' ? record : undefined), context.host, context.report, front, kind),
   };
-}
-
-/** What a control request that nobody answered says: a steering message was not delivered. */
-const undelivered = (runId: string, who: string, reason: string): string =>
-  `run ${runId}: ${who} did not answer (${reason}); nothing was delivered. If it is gone, another member takes the run over after the lease.`;
-
-/** A control request to the member executing `runId`, answered by it; RUN_STATE when nobody answers. */
-async function ask(front: FrontContext, runId: string, message: ControlMessage, unanswered = undelivered): Promise<void> {
-  front.link.assertOnline();
-  let answer: ControlAnswer;
-  try {
-    const reply = await front.link.nc.request(front.names.controlSubject(runId), JSON.stringify(message), { timeout: CONTROL_TIMEOUT_MS });
-    answer = reply.json<ControlAnswer>();
-  } catch (error) {
-    const worker = front.scheduler.records.seen(runId)?.record.worker;
-    const who = worker ? `member ${worker.id} (pid ${worker.pid} on ${worker.host})` : 'its executing member';
-    throw new SubagentError('RUN_STATE', unanswered(runId, who, error instanceof Error ? error.message : String(error)));
-  }
-  if ('error' in answer) throw new SubagentError(answer.error.code, answer.error.message);
 }

@@ -57,6 +57,8 @@ export class Cluster {
     private readonly log: Logger,
     /** The real providers this member executes runs of (the worker reads it at every pick). */
     private readonly local: Map<string, DaemonProvider>,
+    /** The stand-ins the service holds, by name (a re-attached run offers what its stand-in does). */
+    private readonly standIns: Map<string, DaemonProvider>,
   ) {}
 
   static async join(options: ClusterOptions, providers: readonly DaemonProvider[]): Promise<Cluster> {
@@ -70,11 +72,13 @@ export class Cluster {
       const scheduler = new ClusterScheduler(records, queue, worker);
       const relay = new MemberRelay(link, names, worker.id);
       const followers = new Map<string, Set<(record: ClusterRun) => void>>();
+      const standIns = new Map<string, DaemonProvider>();
       const stopFollowing = records.onChange((record) => {
         for (const listener of followers.get(record.runId) ?? []) listener(record);
       });
       const front: FrontContext = {
         leaving: () => false,
+        runtimeOf: (provider) => standIns.get(provider)?.runtime,
         link,
         names,
         scheduler,
@@ -97,7 +101,7 @@ export class Cluster {
         ...(options.maxOutputBytes !== undefined && { maxOutputBytes: options.maxOutputBytes }),
       });
       link.onChange((online) => options.log[online ? 'info' : 'warn']({ url: options.url }, online ? 'cluster: NATS reconnected' : 'cluster: NATS connection lost; refusing new runs until it is back'));
-      return new Cluster(worker, link, names, scheduler, relay, executor, front, stopFollowing, options.log.child({ cluster: worker.id }), local);
+      return new Cluster(worker, link, names, scheduler, relay, executor, front, stopFollowing, options.log.child({ cluster: worker.id }), local, standIns);
     } catch (error) {
       await link.close();
       throw error;
@@ -106,7 +110,13 @@ export class Cluster {
 
   /** The daemon's providers as the service should register them: starts go to the queue. */
   wrap(providers: readonly DaemonProvider[]): DaemonProvider[] {
-    return providers.map((provider) => clusterProvider(provider, this.front));
+    return providers.map((provider) => this.standIn(provider));
+  }
+
+  private standIn(provider: DaemonProvider): DaemonProvider {
+    const standIn = clusterProvider(provider, this.front);
+    this.standIns.set(provider.name, standIn);
+    return standIn;
   }
 
   /**
@@ -118,7 +128,7 @@ export class Cluster {
   adopt(provider: DaemonProvider): { provider: DaemonProvider; release(): void } {
     this.local.set(provider.name, provider);
     return {
-      provider: clusterProvider(provider, this.front),
+      provider: this.standIn(provider),
       release: () => {
         if (this.local.get(provider.name) === provider) this.local.delete(provider.name);
       },

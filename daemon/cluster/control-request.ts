@@ -1,0 +1,49 @@
+/**
+ * Requests from a run's front to the member executing it, on the run's control subject
+ * (`<prefix>.control.<runId>`, answered by cluster-worker.ts): cancel, interrupt, steering,
+ * dispose, and whether a child is still held. Both handles a front holds for a pool run (the
+ * stand-in's, cluster-provider.ts, and a re-attached one's, adopted-run.ts) go through here.
+ *
+ * Rules and failures:
+ * - While NATS is unreachable a request is refused with CLUSTER_UNAVAILABLE.
+ * - A request nobody answers within CONTROL_TIMEOUT_MS (the member is gone, or cut off) is
+ *   RUN_STATE naming the member the record says executes the run; the answer's typed error is
+ *   rethrown as is.
+ * - Steering a settled run is RUN_STATE; steering a run whose client re-attached it through
+ *   another member is HANDED_OVER (that member holds it now); neither reaches the executing member.
+ */
+import { SubagentError, type ContentBlock } from '../../protocol/index.js';
+import type { FrontContext } from './cluster-provider.js';
+import { movedAway, type ClusterRun } from './cluster-run.js';
+import type { ControlAnswer, ControlMessage } from './cluster-worker.js';
+
+/** How long a control request waits for the executing member's answer. */
+export const CONTROL_TIMEOUT_MS = 5000;
+
+type Front = Pick<FrontContext, 'link' | 'names' | 'scheduler' | 'relay'>;
+
+/** What a control request that nobody answered says: a steering message was not delivered. */
+const undelivered = (runId: string, who: string, reason: string): string =>
+  `run ${runId}: ${who} did not answer (${reason}); nothing was delivered. If it is gone, another member takes the run over after the lease.`;
+
+/** A control request to the member executing `runId`, answered by it; RUN_STATE when nobody answers. */
+export async function askExecutor(front: Front, runId: string, message: ControlMessage, unanswered = undelivered): Promise<void> {
+  front.link.assertOnline();
+  let answer: ControlAnswer;
+  try {
+    const reply = await front.link.nc.request(front.names.controlSubject(runId), JSON.stringify(message), { timeout: CONTROL_TIMEOUT_MS });
+    answer = reply.json<ControlAnswer>();
+  } catch (error) {
+    const worker = front.scheduler.records.seen(runId)?.record.worker;
+    const who = worker ? `member ${worker.id} (pid ${worker.pid} on ${worker.host})` : 'its executing member';
+    throw new SubagentError('RUN_STATE', unanswered(runId, who, error instanceof Error ? error.message : String(error)));
+  }
+  if ('error' in answer) throw new SubagentError(answer.error.code, answer.error.message);
+}
+
+/** A steering message for the run `latest` records, delivered once the executing member's child took it. */
+export async function steer(front: Front, latest: ClusterRun, content: ContentBlock[]): Promise<void> {
+  if (latest.state === 'settled' || latest.state === 'disposed') throw new SubagentError('RUN_STATE', `run ${latest.runId} has settled; nothing reads this message`);
+  if (latest.ownerMember !== front.relay.memberId) throw movedAway(latest);
+  await askExecutor(front, latest.runId, { op: 'send', content });
+}
