@@ -2,7 +2,8 @@
  * The pool fences a child against two members at once, with real daemons (the built CLI) on a
  * real nats-server and the local chat-completions server: two fronts racing to resume one
  * settled run (the client re-attached it through the second) let exactly one continuation run;
- * the other is refused with RUN_STATE naming it, and may resume once it settled. A run
+ * the other is refused with RUN_STATE naming it, and may resume once it settled; a claim whose
+ * run was never queued lapses. A run
  * re-attached through another member while it runs is steered from there.
  */
 import { afterEach, beforeEach, expect, it } from 'vitest';
@@ -16,6 +17,7 @@ import { chunk, textResponse, type StreamStep } from './support/chat-completions
 import { startDaemon, type DaemonProcess } from './support/daemon-process.js';
 import { ClientPool } from './support/e2e-daemon.js';
 import { contentText, ModelServer } from './support/e2e-model-server.js';
+import { rejection } from './support/assertions.js';
 import { startNatsServer, type NatsServer } from './support/nats-server.js';
 import { RawPeer } from './support/raw-peer.js';
 
@@ -88,12 +90,12 @@ const userTurns = (n: number): string[] =>
     .filter((m) => m.role === 'user')
     .map((m) => contentText(m));
 
-it('two members racing to resume one settled child: exactly one continuation runs, the other is refused naming it, and resumes once it settled', async () => {
+it('two members racing to resume one settled child: exactly one continuation runs, the other is refused naming it, and resumes once it settled; a claim never queued lapses after 30 s', async () => {
   const a = await member(0);
   const b = await member(0);
   const first = await member();
   const store = await records();
-  model.enqueue(textResponse(['first answer']), slow('continued once', 3000), textResponse(['continued after']));
+  model.enqueue(textResponse(['first answer']), slow('continued once', 3000), textResponse(['continued after']), textResponse(['after the lapse']));
 
   const viaA = await clients.connect(a.socket);
   const run = (await viaA.start('spawn', { prompt: text('Initial task'), parent, signal: AbortSignal.timeout(30_000) })) as RemoteSubagentRun;
@@ -134,7 +136,20 @@ it('two members racing to resume one settled child: exactly one continuation run
   expect((await store.get(run.id))!.record.continuedBy?.runId).toBe(next.id);
   expect((await store.get(next.id))!.record.worker?.pid).toBe(worker.proc.pid);
   expect(model.requests).toHaveLength(3);
-  await next.dispose();
+
+  // A claim whose run never got a record (its front died between claiming and queueing) holds
+  // the child for 30 s, then lapses.
+  const head = (await store.get(run.id))!;
+  const ghost = { runId: 'run_never_queued', at: new Date().toISOString() };
+  await store.transition(run.id, { ...head.record, continuedBy: ghost }, head.revision);
+  const held = await rejection(next.resume!(text('Blocked')));
+  expect(held).toMatchObject({ code: 'RUN_STATE', message: expect.stringContaining('continued by run run_never_queued') });
+  const blocked = (await store.get(run.id))!;
+  await store.transition(run.id, { ...blocked.record, continuedBy: { ...ghost, at: new Date(Date.now() - 31_000).toISOString() } }, blocked.revision);
+  const last = await next.resume!(text('After the lapse'));
+  expect(await last.result).toMatchObject({ stopReason: 'completed', output: text('after the lapse') });
+  expect(model.requests).toHaveLength(4);
+  await last.dispose();
 }, 60_000);
 
 it('a run re-attached through another member while it runs is steered from there; a provider that cannot steer is refused there, typed, and cancel still reaches the worker', async () => {

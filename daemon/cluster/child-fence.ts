@@ -11,7 +11,7 @@
  * - The claim is free when `continuedBy` is empty, names a run that settled (or was disposed),
  *   or names a run with no record that was claimed more than STALE_CLAIM_MS ago (its front died
  *   between its claim and queueing it). Otherwise the claim is RUN_STATE naming the run that
- *   continues the child.
+ *   continues the child; a claim the records cannot be read or written for is CLUSTER_UNAVAILABLE.
  * - A continuation that never got queued releases its claim (only if it still holds it).
  * - The executing member checks the claim before it brings the child back (`assertClaimed`):
  *   a continuation the key does not name is refused with RUN_STATE, and never runs.
@@ -30,7 +30,15 @@ type Records = RunRecords<ClusterRun>;
  * function that releases the claim (for a continuation that could not be queued).
  */
 export async function claimChild(records: Records, previous: ClusterRun, childId: string, nextRunId: string): Promise<() => Promise<void>> {
-  const headId = sessionKeyOf(previous);
+  try {
+    return await claim(records, sessionKeyOf(previous), childId, nextRunId);
+  } catch (error) {
+    if (error instanceof SubagentError) throw error;
+    throw new SubagentError('CLUSTER_UNAVAILABLE', `child ${childId} could not be claimed: ${error instanceof Error ? error.message : String(error)}`);
+  }
+}
+
+async function claim(records: Records, headId: string, childId: string, nextRunId: string): Promise<() => Promise<void>> {
   for (;;) {
     const head = await records.get(headId);
     if (!head) throw new SubagentError('RUN_STATE', `child ${childId}: the cluster has no record of run ${headId}, the first of its chain`);
