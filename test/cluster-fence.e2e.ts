@@ -3,8 +3,8 @@
  * real nats-server and the local chat-completions server: two fronts racing to resume one
  * settled run (the client re-attached it through the second) let exactly one continuation run;
  * the other is refused with RUN_STATE naming it, and may resume once it settled; a claim whose
- * run was never queued lapses. A run
- * re-attached through another member while it runs is steered from there.
+ * run was never queued lapses. A run re-attached through another member while it runs is
+ * steered from there.
  */
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import type { RemoteSubagentRun } from '../client/index.js';
