@@ -13,14 +13,23 @@
  *   another member is HANDED_OVER (that member holds it now); neither reaches the executing member.
  */
 import { SubagentError, type ContentBlock } from '../../protocol/index.js';
-import type { FrontContext } from './cluster-provider.js';
 import { movedAway, type ClusterRun } from './cluster-run.js';
 import type { ControlAnswer, ControlMessage } from './cluster-worker.js';
+import type { MemberRelay } from './member-relay.js';
+import type { NatsLink } from './nats-link.js';
+import type { ClusterNames } from './names.js';
+import type { ClusterScheduler } from './scheduler.js';
 
 /** How long a control request waits for the executing member's answer. */
 export const CONTROL_TIMEOUT_MS = 5000;
 
-type Front = Pick<FrontContext, 'link' | 'names' | 'scheduler' | 'relay'>;
+/** What a front needs of its member for these requests (a FrontContext has it). */
+interface Front {
+  readonly link: NatsLink;
+  readonly names: ClusterNames;
+  readonly scheduler: ClusterScheduler;
+  readonly relay: MemberRelay;
+}
 
 /** What a control request that nobody answered says: a steering message was not delivered. */
 const undelivered = (runId: string, who: string, reason: string): string =>
