@@ -5,63 +5,24 @@
  * cannot migrate ending `error` saying so, NATS unreachable at start, and NATS lost while running.
  */
 import { spawn } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { SubagentResult } from '../protocol/index.js';
-import type { ClusterRun } from '../daemon/cluster/cluster-run.js';
-import { clusterNames } from '../daemon/cluster/names.js';
-import { NatsLink } from '../daemon/cluster/nats-link.js';
-import { RunRecords } from '../daemon/cluster/run-records.js';
-import { CLI, makeTempDir, startDaemon, type DaemonProcess } from './support/daemon-process.js';
-import { ClientPool } from './support/e2e-daemon.js';
-import { startNatsServer, type NatsServer } from './support/nats-server.js';
-import { freePort } from './support/wire-peers.js';
-import { readFileSync, rmSync } from 'node:fs';
 import { createServer, connect as tcpConnect, type Server, type Socket } from 'node:net';
+import { describe, expect, it } from 'vitest';
+import type { SubagentResult } from '../protocol/index.js';
+import { clusterScene, startWhenOnline } from './support/cluster-scene.js';
+import { CLI, type DaemonProcess } from './support/daemon-process.js';
+import { freePort } from './support/wire-peers.js';
 
-let server: NatsServer;
-let dir: string;
-const daemons: DaemonProcess[] = [];
-const clients = new ClientPool();
-const links: NatsLink[] = [];
+const scene = clusterScene();
+const { clients, records } = scene;
 
-beforeEach(async () => {
-  server = await startNatsServer();
-  dir = makeTempDir('subagentd-cluster-');
-});
-
-afterEach(async () => {
-  await clients.closeAll();
-  for (const link of links.splice(0)) await link.close().catch(() => undefined);
-  await Promise.allSettled(daemons.splice(0).map((d) => d.stop()));
-  await server.stop();
-  rmSync(dir, { recursive: true, force: true });
-});
-
-/** A scripted model: each child takes one step of `delayMs` with a tool call, then answers "done". */
-function script(delayMs: number): string {
-  const path = join(dir, `script-${delayMs}.json`);
-  writeFileSync(path, JSON.stringify({ steps: [{ text: 'working', delayMs, toolCalls: [{ name: 'list_directory', arguments: { path: '.' } }] }, { text: 'done' }] }));
-  return path;
-}
-
+/** A member whose children each take one scripted step of `delayMs` with a tool call, then answer "done". */
 function member(options: { cap: number; delayMs: number; slots?: number; ackWaitMs?: number; nats?: string }): Promise<DaemonProcess> {
-  return startDaemon(
-    {
-      model: { default: `scripted:${script(options.delayMs)}` },
-      limits: { maxConcurrentRuns: options.cap },
-      cluster: { nats: options.nats ?? server.url, ackWaitMs: options.ackWaitMs ?? 1000, ...(options.slots !== undefined && { slots: options.slots }) },
-    },
-    [],
-  ).then((d) => (daemons.push(d), d));
-}
-
-async function records(): Promise<RunRecords<ClusterRun>> {
-  const link = await NatsLink.open(server.url, { name: 'test-observer' });
-  links.push(link);
-  const opened = await RunRecords.open<ClusterRun>(link, clusterNames().recordsBucket);
-  return opened;
+  return scene.member(
+    { model: { default: scene.scriptedModel(options.delayMs) }, limits: { maxConcurrentRuns: options.cap } },
+    { nats: options.nats, ackWaitMs: options.ackWaitMs ?? 1000, slots: options.slots },
+  );
 }
 
 const parent = { sessionId: 'cluster-test', cwd: process.cwd() };
@@ -151,7 +112,7 @@ describe('a pool of daemons on one nats-server', () => {
   }, 60_000);
 
   it('a partitioned member stops its child when its lease lapses; another member takes the run over, fenced by revision', async () => {
-    const proxy = await tcpProxy(server.port);
+    const proxy = await tcpProxy(scene.nats().port);
     try {
       const front = await member({ cap: 2, delayMs: 3000, slots: 0 });
       const cut = await member({ cap: 2, delayMs: 3000, nats: `nats://127.0.0.1:${proxy.port}` });
@@ -184,6 +145,7 @@ describe('a pool of daemons on one nats-server', () => {
 
   it('NATS unreachable at start: the daemon says so and exits non-zero', async () => {
     const port = await freePort();
+    const dir = scene.dir();
     const child = spawn(process.execPath, [CLI, 'daemon', '--socket', join(dir, 'd.sock'), '--state-dir', join(dir, 'state'), '--nats', `nats://127.0.0.1:${port}`], {
       stdio: ['ignore', 'ignore', 'pipe'],
       env: { PATH: process.env['PATH'] ?? '', HOME: dir },
@@ -202,12 +164,12 @@ describe('a pool of daemons on one nats-server', () => {
     const running = await service.start('spawn', { prompt: [{ type: 'text', text: 'go' }], parent, signal: AbortSignal.timeout(60_000) });
     const runId = running.id;
     await waitUntil(() => store.seen(runId)?.record.childId !== undefined, 10_000);
-    await server.halt();
+    await scene.nats().halt();
     const refused = await service
       .start('spawn', { prompt: [{ type: 'text', text: 'go' }], parent, signal: AbortSignal.timeout(10_000) })
       .catch((error: unknown) => error);
     expect(refused).toMatchObject({ code: 'CLUSTER_UNAVAILABLE' });
-    await server.restart();
+    await scene.nats().restart();
     // The child ran on through the outage (well inside its lease) and its outcome was recorded.
     expect(await running.result).toMatchObject({ stopReason: 'completed', output: [{ type: 'text', text: 'done' }] });
     const again = await startWhenOnline(() => service.start('spawn', { prompt: [{ type: 'text', text: 'go' }], parent, signal: AbortSignal.timeout(30_000) }));
@@ -244,18 +206,6 @@ async function tcpProxy(target: number): Promise<{ port: number; partition(): vo
       return new Promise((resolve) => server.close(() => resolve()));
     },
   };
-}
-
-async function startWhenOnline<T>(start: () => Promise<T>): Promise<T> {
-  const deadline = Date.now() + 15_000;
-  for (;;) {
-    try {
-      return await start();
-    } catch (error) {
-      if ((error as { code?: string }).code !== 'CLUSTER_UNAVAILABLE' || Date.now() > deadline) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-  }
 }
 
 async function waitUntil(check: () => boolean, ms: number): Promise<void> {

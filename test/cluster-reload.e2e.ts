@@ -7,38 +7,18 @@
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { afterEach, beforeEach, expect, it } from 'vitest';
-import type { ClusterRun } from '../daemon/cluster/cluster-run.js';
-import { clusterNames } from '../daemon/cluster/names.js';
-import { NatsLink } from '../daemon/cluster/nats-link.js';
-import { RunRecords } from '../daemon/cluster/run-records.js';
-import { REPO, startDaemon, waitFor, type DaemonProcess } from './support/daemon-process.js';
-import { ClientPool } from './support/e2e-daemon.js';
-import { startNatsServer, type NatsServer } from './support/nats-server.js';
+import { expect, it } from 'vitest';
+import { clusterScene } from './support/cluster-scene.js';
+import { REPO, waitFor, type DaemonProcess } from './support/daemon-process.js';
 
 const RAW_AGENT = resolve(REPO, 'test', 'fixtures', 'acp-raw-agent.mjs');
 const text = (value: string) => [{ type: 'text' as const, text: value }];
 
-let nats: NatsServer;
-const daemons: DaemonProcess[] = [];
-const clients = new ClientPool();
-const links: NatsLink[] = [];
+const scene = clusterScene();
+const { clients } = scene;
 
-beforeEach(async () => {
-  nats = await startNatsServer();
-});
-
-afterEach(async () => {
-  await clients.closeAll();
-  for (const link of links.splice(0)) await link.close().catch(() => undefined);
-  await Promise.allSettled(daemons.splice(0).map((d) => d.stop()));
-  await nats.stop();
-});
-
-async function member(slots?: number): Promise<DaemonProcess> {
-  const daemon = await startDaemon({ limits: { maxConcurrentRuns: 2 }, cluster: { nats: nats.url, ackWaitMs: 15_000, ...(slots !== undefined && { slots }) } });
-  daemons.push(daemon);
-  return daemon;
+function member(slots?: number): Promise<DaemonProcess> {
+  return scene.member({ limits: { maxConcurrentRuns: 2 } }, { ackWaitMs: 15_000, slots });
 }
 
 /** Rewrites a member's config with `providers` and sends it SIGHUP (what `subagentd reload` does). */
@@ -59,9 +39,7 @@ const rawAcp = { name: 'raw', type: 'acp', command: process.execPath, args: [RAW
 it('an ACP provider added by reload runs in the pool: a start through a member that executes nothing runs where the provider is', async () => {
   const front = await member(0);
   const workers = [await member(), await member()];
-  const link = await NatsLink.open(nats.url, { name: 'test-observer' });
-  links.push(link);
-  const store = await RunRecords.open<ClusterRun>(link, clusterNames().recordsBucket);
+  const store = await scene.records();
   const service = await clients.connect(front.socket);
   expect(service.getProvider('raw')).toBeUndefined();
 

@@ -5,56 +5,34 @@
  * outage: their outcome is stored once the server is back), every run keeps its record, and new
  * starts are refused (CLUSTER_UNAVAILABLE) only while the server is down.
  */
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, beforeEach, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import type { SubagentResult } from '../protocol/index.js';
 import type { ClusterRun } from '../daemon/cluster/cluster-run.js';
 import { clusterNames } from '../daemon/cluster/names.js';
-import { NatsLink } from '../daemon/cluster/nats-link.js';
 import { RunRecords } from '../daemon/cluster/run-records.js';
-import { makeTempDir, startDaemon, waitFor, type DaemonProcess } from './support/daemon-process.js';
-import { ClientPool } from './support/e2e-daemon.js';
-import { startNatsServer, type NatsServer } from './support/nats-server.js';
+import { clusterScene, startWhenOnline } from './support/cluster-scene.js';
+import { waitFor, type DaemonProcess } from './support/daemon-process.js';
 
-let nats: NatsServer;
-let dir: string;
-const daemons: DaemonProcess[] = [];
-const clients = new ClientPool();
-const links: NatsLink[] = [];
-
-beforeEach(async () => {
-  nats = await startNatsServer();
-  dir = makeTempDir('subagentd-cluster-restart-');
-});
-
-afterEach(async () => {
-  await clients.closeAll();
-  for (const link of links.splice(0)) await link.close().catch(() => undefined);
-  await Promise.allSettled(daemons.splice(0).map((d) => d.stop()));
-  await nats.stop();
-  rmSync(dir, { recursive: true, force: true });
-});
+const scene = clusterScene('subagentd-cluster-restart-');
+const { clients } = scene;
 
 /** Each child takes one model step of `delayMs` (a scripted model: no network), then answers "done". */
-async function member(cap: number, delayMs: number, slots?: number): Promise<DaemonProcess> {
-  const script = join(dir, `script-${delayMs}.json`);
-  writeFileSync(script, JSON.stringify({ steps: [{ text: 'working', delayMs, toolCalls: [{ name: 'list_directory', arguments: { path: '.' } }] }, { text: 'done' }] }));
-  const daemon = await startDaemon({
-    model: { default: `scripted:${script}` },
-    limits: { maxConcurrentRuns: cap },
+function member(cap: number, delayMs: number, slots?: number): Promise<DaemonProcess> {
+  return scene.member(
+    { model: { default: scene.scriptedModel(delayMs) }, limits: { maxConcurrentRuns: cap } },
     // A lease well beyond the outage: the server restores a ticket's lease from its store, which
     // need not hold the latest heartbeat, so a lease shorter than delivery-to-reconnect could lapse.
-    cluster: { nats: nats.url, ackWaitMs: 30_000, ...(slots !== undefined && { slots }) },
-  });
-  daemons.push(daemon);
-  return daemon;
+    { ackWaitMs: 30_000, slots },
+  );
 }
 
 const text = (value: string) => [{ type: 'text' as const, text: value }];
 
 it('a nats-server restart keeps queued and running runs: all complete with their records, and starts are refused only while it is down', async () => {
   const cap = 2;
+  const dir = scene.dir();
   // One member executes; two only take clients (each admits up to the cap locally, then queues
   // in the cluster). The third has nothing in flight: its refusal below cannot wait on a local slot.
   const a = await member(cap, 1500);
@@ -62,8 +40,7 @@ it('a nats-server restart keeps queued and running runs: all complete with their
   const c = await member(cap, 1500, 0);
   const services = [await clients.connect(a.socket), await clients.connect(b.socket)];
   const idle = await clients.connect(c.socket);
-  const link = await NatsLink.open(nats.url, { name: 'test-observer' });
-  links.push(link);
+  const link = await scene.link();
   let store = await RunRecords.open<ClusterRun>(link, clusterNames().recordsBucket);
 
   // Four runs for a cap of two, two through each of two members: two run, two wait in the
@@ -80,14 +57,14 @@ it('a nats-server restart keeps queued and running runs: all complete with their
   await waitFor(() => mine().filter((r) => r.childId !== undefined).length === cap && mine().filter((r) => r.state === 'queued').length === 2, 15_000, () => `two running and two queued: ${JSON.stringify(mine().map((r) => [r.state, r.childId]))}`);
   const before = new Map(mine().map((r) => [r.runId, r]));
 
-  await nats.halt();
+  await scene.nats().halt();
   // Down: a member refuses new starts, typed, at once.
   const refused = await idle.start('spawn', { prompt: text('while down'), parent: { sessionId: 'late', cwd: dir }, signal: AbortSignal.timeout(10_000) }).catch((error: unknown) => error);
   expect(refused).toMatchObject({ code: 'CLUSTER_UNAVAILABLE' });
   // The running children finish while the server is down: their outcome waits on the member.
   const log = join(a.stateDir, 'daemon.log');
   await waitFor(() => readFileSync(log, 'utf8').includes('failed; retrying while the run is ours'), 15_000, () => 'a child settled during the outage');
-  await nats.restart();
+  await scene.nats().restart();
 
   const settled = await Promise.all(runs);
   for (const { result } of settled) expect(result).toMatchObject({ stopReason: 'completed', output: text('done') });
@@ -111,16 +88,3 @@ it('a nats-server restart keeps queued and running runs: all complete with their
   }
   await Promise.all(settled.map((run) => run.dispose()));
 }, 60_000);
-
-/** Retries a start refused CLUSTER_UNAVAILABLE while the member is still reconnecting (bounded). */
-async function startWhenOnline<T>(start: () => Promise<T>): Promise<T> {
-  const deadline = Date.now() + 15_000;
-  for (;;) {
-    try {
-      return await start();
-    } catch (error) {
-      if ((error as { code?: string }).code !== 'CLUSTER_UNAVAILABLE' || Date.now() > deadline) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-  }
-}
