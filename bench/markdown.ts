@@ -25,7 +25,8 @@ export function readPreviousRun(text: string): PreviousRun | undefined {
   const field = (name: string): string | undefined => new RegExp(`^\\| ${name} \\| (.*) \\|$`, 'm').exec(text)?.[1];
   const date = field('date');
   const commit = field('commit');
-  const targets = /^## Targets\n\n((?:\|.*\n)+)/m.exec(text);
+  // The table may follow the line saying what its previous-run column is.
+  const targets = /^## Targets\n\n(?:[^|\n].*\n\n)?((?:\|.*\n)+)/m.exec(text);
   if (!date || !commit || !targets) return undefined;
   const rows = targets[1]!.trimEnd().split('\n');
   const measured = new Map<string, string>();
