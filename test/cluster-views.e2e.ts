@@ -7,60 +7,33 @@
  * is refused on every member.
  */
 import { hostname } from 'node:os';
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
+import { afterEach, describe, expect, it } from 'vitest';
 import type { RemoteSubagentRun } from '../client/types.js';
 import type { RunEvent, RunInfo } from '../protocol/index.js';
-import type { ClusterRun } from '../daemon/cluster/cluster-run.js';
-import { clusterNames } from '../daemon/cluster/names.js';
-import { NatsLink } from '../daemon/cluster/nats-link.js';
-import { RunRecords } from '../daemon/cluster/run-records.js';
-import { makeTempDir, startDaemon, waitFor, type DaemonProcess } from './support/daemon-process.js';
-import { ClientPool } from './support/e2e-daemon.js';
-import { startNatsServer, type NatsServer } from './support/nats-server.js';
+import { clusterScene } from './support/cluster-scene.js';
+import { waitFor, type DaemonProcess } from './support/daemon-process.js';
 import { RawPeer } from './support/raw-peer.js';
 
-let server: NatsServer;
-let dir: string;
-const daemons: DaemonProcess[] = [];
-const clients = new ClientPool();
+const scene = clusterScene('subagentd-cluster-views-');
+const { clients, records } = scene;
 const peers: RawPeer[] = [];
-const links: NatsLink[] = [];
 
-beforeEach(async () => {
-  server = await startNatsServer();
-  dir = makeTempDir('subagentd-cluster-views-');
-});
-
-afterEach(async () => {
-  await clients.closeAll();
+// Registered after the scene, so it runs before the scene's cleanup: peers close first.
+afterEach(() => {
   for (const peer of peers.splice(0)) peer.close();
-  for (const link of links.splice(0)) await link.close().catch(() => undefined);
-  await Promise.allSettled(daemons.splice(0).map((d) => d.stop()));
-  await server.stop();
-  rmSync(dir, { recursive: true, force: true });
 });
 
 /** A scripted model: one step of `delayMs` with a tool call, then "done". */
 function member(options: { cap: number; delayMs: number; slots?: number; detachGraceMs?: number }): Promise<DaemonProcess> {
-  const script = join(dir, `script-${options.delayMs}.json`);
-  writeFileSync(script, JSON.stringify({ steps: [{ text: 'working', delayMs: options.delayMs, toolCalls: [{ name: 'list_directory', arguments: { path: '.' } }] }, { text: 'done' }] }));
-  return startDaemon(
+  return scene.member(
     {
-      model: { default: `scripted:${script}` },
+      model: { default: scene.scriptedModel(options.delayMs) },
       limits: { maxConcurrentRuns: options.cap },
-      cluster: { nats: server.url, ackWaitMs: 1000, ...(options.slots !== undefined && { slots: options.slots }) },
       ...(options.detachGraceMs !== undefined && { detachGraceMs: options.detachGraceMs }),
     },
-    [],
-  ).then((d) => (daemons.push(d), d));
-}
-
-async function records(): Promise<RunRecords<ClusterRun>> {
-  const link = await NatsLink.open(server.url, { name: 'test-observer' });
-  links.push(link);
-  return RunRecords.open<ClusterRun>(link, clusterNames().recordsBucket);
+    { ackWaitMs: 1000, slots: options.slots },
+  );
 }
 
 /** A daemon run's handle, with the token that proves ownership from any connection. */
