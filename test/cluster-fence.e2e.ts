@@ -8,63 +8,45 @@
  */
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import type { RemoteSubagentRun } from '../client/index.js';
-import type { ClusterRun } from '../daemon/cluster/cluster-run.js';
-import { clusterNames } from '../daemon/cluster/names.js';
-import { NatsLink } from '../daemon/cluster/nats-link.js';
-import { RunRecords } from '../daemon/cluster/run-records.js';
 import { SubagentError } from '../protocol/index.js';
 import { chunk, textResponse, type StreamStep } from './support/chat-completions-server.js';
-import { startDaemon, type DaemonProcess } from './support/daemon-process.js';
-import { ClientPool } from './support/e2e-daemon.js';
+import { clusterScene } from './support/cluster-scene.js';
+import type { DaemonProcess } from './support/daemon-process.js';
 import { contentText, ModelServer } from './support/e2e-model-server.js';
 import { rejection } from './support/assertions.js';
-import { startNatsServer, type NatsServer } from './support/nats-server.js';
 import { RawPeer } from './support/raw-peer.js';
 
 const text = (value: string) => [{ type: 'text' as const, text: value }];
 const parent = { sessionId: 'cluster-fence', cwd: process.cwd() };
 
-let nats: NatsServer;
 let model: ModelServer;
-const daemons: DaemonProcess[] = [];
-const clients = new ClientPool();
-const links: NatsLink[] = [];
 const peers: RawPeer[] = [];
 
+// vitest runs afterEach hooks in reverse order of registration: this one, registered before the
+// scene, closes the model server after the scene stopped the members that call it.
+afterEach(async () => {
+  await model.close();
+});
+const scene = clusterScene();
+const { clients, records } = scene;
+
 beforeEach(async () => {
-  nats = await startNatsServer();
   model = await ModelServer.start();
   await model.beginTest();
 });
 
-afterEach(async () => {
+// Registered after the scene, so it runs before the scene's cleanup: peers close first.
+afterEach(() => {
   for (const peer of peers.splice(0)) peer.close();
-  await clients.closeAll();
-  for (const link of links.splice(0)) await link.close().catch(() => undefined);
-  await Promise.allSettled(daemons.splice(0).map((d) => d.stop()));
-  await nats.stop();
-  await model.close();
 });
 
 /** A member of the pool on the test's model server; `slots: 0` makes a front that executes nothing. */
-async function member(slots?: number): Promise<DaemonProcess> {
-  const daemon = await startDaemon(
-    {
-      model: { baseUrl: model.baseUrl, apiKeyEnv: 'CLUSTER_TEST_KEY', default: 'test-model', maxRetries: 0 },
-      limits: { maxConcurrentRuns: 2 },
-      cluster: { nats: nats.url, ackWaitMs: 15_000, ...(slots !== undefined && { slots }) },
-    },
-    [],
+function member(slots?: number): Promise<DaemonProcess> {
+  return scene.member(
+    { model: { baseUrl: model.baseUrl, apiKeyEnv: 'CLUSTER_TEST_KEY', default: 'test-model', maxRetries: 0 }, limits: { maxConcurrentRuns: 2 } },
+    { ackWaitMs: 15_000, slots },
     { env: { CLUSTER_TEST_KEY: 'k' } },
   );
-  daemons.push(daemon);
-  return daemon;
-}
-
-async function records(): Promise<RunRecords<ClusterRun>> {
-  const link = await NatsLink.open(nats.url, { name: 'test-observer' });
-  links.push(link);
-  return RunRecords.open<ClusterRun>(link, clusterNames().recordsBucket);
 }
 
 /** A step that keeps streaming (empty deltas) for `ms`, then says `answer`. */
