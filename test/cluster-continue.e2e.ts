@@ -12,64 +12,48 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import type { RemoteSubagentRun } from '../client/index.js';
-import type { ClusterRun } from '../daemon/cluster/cluster-run.js';
 import { clusterNames } from '../daemon/cluster/names.js';
-import { NatsLink } from '../daemon/cluster/nats-link.js';
-import { RunRecords } from '../daemon/cluster/run-records.js';
 import { SessionEvents } from '../daemon/cluster/session-events.js';
 import { chunk, textResponse, type StreamStep } from './support/chat-completions-server.js';
-import { restartDaemon, startDaemon, waitFor, type DaemonProcess } from './support/daemon-process.js';
-import { ClientPool } from './support/e2e-daemon.js';
+import { clusterScene } from './support/cluster-scene.js';
+import { waitFor, type DaemonProcess } from './support/daemon-process.js';
 import { contentText, ModelServer } from './support/e2e-model-server.js';
-import { startNatsServer, type NatsServer } from './support/nats-server.js';
 import { RawPeer } from './support/raw-peer.js';
 import { rejection } from './support/assertions.js';
 
 const KEY = 'owner-key-of-the-cluster-test-0123';
 const text = (value: string) => [{ type: 'text' as const, text: value }];
 const parent = { sessionId: 'cluster-continue', cwd: process.cwd() };
+const modelKey = { env: { CLUSTER_TEST_KEY: 'k' } };
 
-let nats: NatsServer;
 let model: ModelServer;
-const daemons: DaemonProcess[] = [];
-const clients = new ClientPool();
-const links: NatsLink[] = [];
 const peers: RawPeer[] = [];
 
+// vitest runs afterEach hooks in reverse order of registration: this one, registered before the
+// scene, closes the model server after the scene stopped the members that call it.
+afterEach(async () => {
+  await model.close();
+});
+const scene = clusterScene();
+const { clients, records } = scene;
+
 beforeEach(async () => {
-  nats = await startNatsServer();
   model = await ModelServer.start();
   await model.beginTest();
 });
 
-afterEach(async () => {
+// Registered after the scene, so it runs before the scene's cleanup: peers close first.
+afterEach(() => {
   for (const peer of peers.splice(0)) peer.close();
-  await clients.closeAll();
-  for (const link of links.splice(0)) await link.close().catch(() => undefined);
-  await Promise.allSettled(daemons.splice(0).map((d) => d.stop()));
-  await nats.stop();
-  await model.close();
 });
 
 /** A member of the pool on the test's model server; `slots: 0` makes a front that executes nothing. */
-async function member(slots?: number, ackWaitMs = 15_000): Promise<DaemonProcess> {
-  const daemon = await startDaemon(
-    {
-      model: { baseUrl: model.baseUrl, apiKeyEnv: 'CLUSTER_TEST_KEY', default: 'test-model', maxRetries: 0 },
-      limits: { maxConcurrentRuns: 2 },
-      cluster: { nats: nats.url, ackWaitMs, ...(slots !== undefined && { slots }) },
-    },
-    [],
-    { env: { CLUSTER_TEST_KEY: 'k' } },
+function member(slots?: number, ackWaitMs = 15_000): Promise<DaemonProcess> {
+  return scene.member(
+    { model: { baseUrl: model.baseUrl, apiKeyEnv: 'CLUSTER_TEST_KEY', default: 'test-model', maxRetries: 0 }, limits: { maxConcurrentRuns: 2 } },
+    { ackWaitMs, slots },
+    modelKey,
   );
-  daemons.push(daemon);
-  return daemon;
-}
-
-async function records(): Promise<RunRecords<ClusterRun>> {
-  const link = await NatsLink.open(nats.url, { name: 'test-observer' });
-  links.push(link);
-  return RunRecords.open<ClusterRun>(link, clusterNames().recordsBucket);
 }
 
 /** A first step that keeps streaming (empty deltas) for `ms`, then says `answer`. */
@@ -268,8 +252,7 @@ it('a continuable child survives a restart of the member its client uses: the re
   const exited = new Promise((resolve) => front.proc.once('exit', resolve));
   front.proc.kill('SIGTERM');
   await exited;
-  const restarted = await restartDaemon(front, { env: { CLUSTER_TEST_KEY: 'k' } });
-  daemons.splice(daemons.indexOf(front), 1, restarted);
+  const restarted = await scene.restart(front, modelKey);
 
   const again = (await clients.connect(restarted.socket, { ownerKey: KEY })).children!;
   const later: string[] = [];
@@ -307,8 +290,7 @@ it('an after-step interrupt reaches a child on another member: its step and tool
   expect(waited.result).toMatchObject({ stopReason: 'aborted' });
   expect(model.requests).toHaveLength(1);
   // The executing member's session, as the cluster mirrored it: the tool ran, then the turn ended.
-  const link = await NatsLink.open(nats.url, { name: 'test-sessions' });
-  links.push(link);
+  const link = await scene.link();
   const lines = await (await SessionEvents.open(link, clusterNames())).readAll<{ type?: string; diagnostic?: string }>(runId);
   expect(lines.slice(1).map((line) => line.type)).toEqual(['user/message', 'assistant/message', 'tool/result', 'turn/end']);
   expect(lines.at(-1)).toMatchObject({ diagnostic: 'interrupted after a step' });

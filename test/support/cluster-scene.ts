@@ -15,7 +15,7 @@ import type { ClusterRun } from '../../daemon/cluster/cluster-run.js';
 import { clusterNames } from '../../daemon/cluster/names.js';
 import { NatsLink } from '../../daemon/cluster/nats-link.js';
 import { RunRecords } from '../../daemon/cluster/run-records.js';
-import { makeTempDir, startDaemon, type DaemonProcess, type StartOptions } from './daemon-process.js';
+import { makeTempDir, restartDaemon, startDaemon, type DaemonProcess, type StartOptions } from './daemon-process.js';
 import { ClientPool } from './e2e-daemon.js';
 import { startNatsServer, type NatsServer } from './nats-server.js';
 
@@ -33,6 +33,8 @@ export interface ClusterScene {
   dir(): string;
   /** Starts a member: `config` plus a `cluster` section for this scene's server. */
   member(config: Record<string, unknown>, cluster: MemberCluster, options?: StartOptions): Promise<DaemonProcess>;
+  /** Starts an exited member again on its socket and state dir; the new process takes its place in the cleanup. */
+  restart(member: DaemonProcess, options?: StartOptions): Promise<DaemonProcess>;
   /** An observer's NATS link to the scene's server, closed after the test. */
   link(): Promise<NatsLink>;
   /** The pool's run records, read over a new observer link. */
@@ -83,6 +85,12 @@ export function clusterScene(dirPrefix = 'subagentd-cluster-'): ClusterScene {
       const { ackWaitMs, slots, nats: url = nats().url } = cluster;
       const daemon = await startDaemon({ ...config, cluster: { nats: url, ackWaitMs, ...(slots !== undefined && { slots }) } }, [], options);
       daemons.push(daemon);
+      return daemon;
+    },
+    async restart(member, options = {}) {
+      if (!daemons.includes(member)) throw new Error('the cluster scene restarts only its own members');
+      const daemon = await restartDaemon(member, options);
+      daemons.splice(daemons.indexOf(member), 1, daemon);
       return daemon;
     },
     async records() {
