@@ -14,9 +14,9 @@ import { afterEach, beforeEach, expect, it } from 'vitest';
 import type { RemoteSubagentRun } from '../client/index.js';
 import { clusterNames } from '../daemon/cluster/names.js';
 import { SessionEvents } from '../daemon/cluster/session-events.js';
-import { chunk, textResponse, type StreamStep } from './support/chat-completions-server.js';
+import { chunk, slowTextResponse, textResponse, type StreamStep } from './support/chat-completions-server.js';
 import { clusterScene } from './support/cluster-scene.js';
-import { waitFor, type DaemonProcess } from './support/daemon-process.js';
+import { killAndWait, waitFor, type DaemonProcess } from './support/daemon-process.js';
 import { contentText, ModelServer } from './support/e2e-model-server.js';
 import { RawPeer } from './support/raw-peer.js';
 import { rejection } from './support/assertions.js';
@@ -56,17 +56,6 @@ function member(slots?: number, ackWaitMs = 15_000): Promise<DaemonProcess> {
   );
 }
 
-/** A first step that keeps streaming (empty deltas) for `ms`, then says `answer`. */
-function slow(answer: string, ms: number) {
-  const steps: StreamStep[] = [
-    { data: chunk({ role: 'assistant', content: '' }) },
-    { repeat: { data: chunk({ content: '' }) }, everyMs: 50, forMs: ms },
-    { data: chunk({ content: answer }, { finish_reason: 'stop' }) },
-    { done: true },
-  ];
-  return { type: 'stream' as const, steps };
-}
-
 const transcript = (n: number): string[] =>
   model
     .messages(n)
@@ -82,18 +71,12 @@ function continued(daemon: DaemonProcess): Array<{ runId: string; from: string }
     .map(({ runId, from }) => ({ runId, from }));
 }
 
-async function killed(daemon: DaemonProcess): Promise<void> {
-  const exited = new Promise((resolve) => daemon.proc.once('exit', resolve));
-  daemon.proc.kill('SIGKILL');
-  await exited;
-}
-
 it('a child on another member is steered through its front, resumed where it ran, and resumed on a third member from the mirror once that one is killed', async () => {
   const front = await member(0);
   const first = await member();
   const store = await records();
   const service = await clients.connect(front.socket);
-  model.enqueue(slow('first answer', 1000), textResponse(['steered answer']), textResponse(['resumed here']), textResponse(['resumed elsewhere']));
+  model.enqueue(slowTextResponse('first answer', 1000), textResponse(['steered answer']), textResponse(['resumed here']), textResponse(['resumed elsewhere']));
 
   const run = (await service.start('spawn', { prompt: text('Initial task'), parent, signal: AbortSignal.timeout(30_000) })) as RemoteSubagentRun;
   expect(typeof run.sendMessage).toBe('function');
@@ -115,7 +98,7 @@ it('a child on another member is steered through its front, resumed where it ran
   expect(againRecord.worker?.pid).toBe(first.proc.pid);
 
   // That member dies; another one brings the child back from the mirrored session.
-  await killed(first);
+  await killAndWait(first);
   const second = await member();
   const third = (await again.resume!(text('Follow-up two'))) as RemoteSubagentRun;
   expect(third.childId).toBe(run.childId);
@@ -140,13 +123,13 @@ it('a message to a child whose member was killed is refused with RUN_STATE namin
   const front = await member(0);
   const doomed = await member();
   const store = await records();
-  model.enqueue(slow('never heard', 3000));
+  model.enqueue(slowTextResponse('never heard', 3000));
   const peer = await RawPeer.initialized(front.socket, 'steerer');
   peers.push(peer);
   const started = await peer.request('subagent/start', { provider: 'spawn', prompt: text('long task'), parent }, 15_000);
   const runId = (started.result as { runId: string }).runId;
   expect(store.seen(runId)?.record.worker?.pid).toBe(doomed.proc.pid);
-  await killed(doomed);
+  await killAndWait(doomed);
   const refused = await peer.request('run/sendMessage', { runId, content: text('are you there?') }, 15_000);
   expect(refused.error?.data?.code).toBe('RUN_STATE');
   expect(refused.error?.message).toContain(`pid ${doomed.proc.pid}`);
@@ -220,7 +203,7 @@ it('a child that cannot be restored elsewhere is continued only on the member ho
   const queued = rejection(other.resume!(text('echo queued')));
   await waitFor(() => [...store.all()].some((r) => r.record.state === 'queued' && r.record.resumes?.runId === other.id), 10_000, () => 'the queued pinned continuation');
 
-  await killed(holder);
+  await killAndWait(holder);
   // Queued: the front finds the holder gone and ends it unclaimed, instead of letting it wait forever.
   const abandoned = await queued;
   expect(abandoned.code).toBe('RUN_STATE');

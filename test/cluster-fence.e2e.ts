@@ -9,9 +9,9 @@
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import type { RemoteSubagentRun } from '../client/index.js';
 import { SubagentError } from '../protocol/index.js';
-import { chunk, textResponse, type StreamStep } from './support/chat-completions-server.js';
+import { slowTextResponse, textResponse } from './support/chat-completions-server.js';
 import { clusterScene } from './support/cluster-scene.js';
-import type { DaemonProcess } from './support/daemon-process.js';
+import { killAndWait, type DaemonProcess } from './support/daemon-process.js';
 import { contentText, ModelServer } from './support/e2e-model-server.js';
 import { rejection } from './support/assertions.js';
 import { RawPeer } from './support/raw-peer.js';
@@ -49,23 +49,6 @@ function member(slots?: number): Promise<DaemonProcess> {
   );
 }
 
-/** A step that keeps streaming (empty deltas) for `ms`, then says `answer`. */
-function slow(answer: string, ms: number) {
-  const steps: StreamStep[] = [
-    { data: chunk({ role: 'assistant', content: '' }) },
-    { repeat: { data: chunk({ content: '' }) }, everyMs: 50, forMs: ms },
-    { data: chunk({ content: answer }, { finish_reason: 'stop' }) },
-    { done: true },
-  ];
-  return { type: 'stream' as const, steps };
-}
-
-async function killed(daemon: DaemonProcess): Promise<void> {
-  const exited = new Promise((resolve) => daemon.proc.once('exit', resolve));
-  daemon.proc.kill('SIGKILL');
-  await exited;
-}
-
 const userTurns = (n: number): string[] =>
   model
     .messages(n)
@@ -77,7 +60,7 @@ it('two members racing to resume one settled child: exactly one continuation run
   const b = await member(0);
   const first = await member();
   const store = await records();
-  model.enqueue(textResponse(['first answer']), slow('continued once', 3000), textResponse(['continued after']), textResponse(['after the lapse']));
+  model.enqueue(textResponse(['first answer']), slowTextResponse('continued once', 3000), textResponse(['continued after']), textResponse(['after the lapse']));
 
   const viaA = await clients.connect(a.socket);
   const run = (await viaA.start('spawn', { prompt: text('Initial task'), parent, signal: AbortSignal.timeout(30_000) })) as RemoteSubagentRun;
@@ -85,7 +68,7 @@ it('two members racing to resume one settled child: exactly one continuation run
   expect(store.seen(run.id)?.record.worker?.pid).toBe(first.proc.pid);
   // The member holding the child dies; the next one (two slots) could restore it from the
   // mirrored session twice at once.
-  await killed(first);
+  await killAndWait(first);
   const worker = await member();
   // The client re-attaches the settled run through B too: both members can resume its child
   // (A holds the chain, B restores it from the record).
@@ -139,7 +122,7 @@ it('a run re-attached through another member while it runs is steered from there
   const b = await member(0);
   const worker = await member();
   const store = await records();
-  model.enqueue(slow('first answer', 2000), textResponse(['steered answer']));
+  model.enqueue(slowTextResponse('first answer', 2000), textResponse(['steered answer']));
   const viaA = await clients.connect(a.socket);
   const run = (await viaA.start('spawn', { prompt: text('Initial task'), parent, signal: AbortSignal.timeout(30_000) })) as RemoteSubagentRun;
   await model.waitForRequests(1);

@@ -110,6 +110,19 @@ export function textResponse(
   };
 }
 
+/** A streamed answer that keeps the step open (empty deltas every 50 ms) for `ms`, then says `answer`. */
+export function slowTextResponse(answer: string, ms: number): ScriptedResponse {
+  return {
+    type: 'stream',
+    steps: [
+      { data: chunk({ role: 'assistant', content: '' }) },
+      { repeat: { data: chunk({ content: '' }) }, everyMs: 50, forMs: ms },
+      { data: chunk({ content: answer }, { finish_reason: 'stop' }) },
+      { done: true },
+    ],
+  };
+}
+
 export function errorResponse(
   status: number,
   message: string,

@@ -112,6 +112,13 @@ async function launch(
   };
 }
 
+/** SIGKILL, as a crash would, and wait until the process is gone. */
+export async function killAndWait(daemon: DaemonProcess): Promise<void> {
+  const exited = new Promise((resolve) => daemon.proc.once('exit', resolve));
+  daemon.proc.kill('SIGKILL');
+  await exited;
+}
+
 export async function waitFor(check: () => boolean, timeoutMs: number, what: () => string = () => 'condition'): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!check()) {
