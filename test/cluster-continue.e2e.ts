@@ -10,54 +10,32 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, beforeEach, expect, it } from 'vitest';
+import { afterEach, expect, it } from 'vitest';
 import type { RemoteSubagentRun } from '../client/index.js';
 import { clusterNames } from '../daemon/cluster/names.js';
 import { SessionEvents } from '../daemon/cluster/session-events.js';
 import { chunk, slowTextResponse, textResponse, type StreamStep } from './support/chat-completions-server.js';
-import { clusterScene } from './support/cluster-scene.js';
+import { clusterModelScene } from './support/cluster-model-scene.js';
 import { killAndWait, waitFor, type DaemonProcess } from './support/daemon-process.js';
-import { contentText, ModelServer } from './support/e2e-model-server.js';
+import { contentText } from './support/e2e-model-server.js';
 import { RawPeer } from './support/raw-peer.js';
 import { rejection } from './support/assertions.js';
 
 const KEY = 'owner-key-of-the-cluster-test-0123';
 const text = (value: string) => [{ type: 'text' as const, text: value }];
 const parent = { sessionId: 'cluster-continue', cwd: process.cwd() };
-const modelKey = { env: { CLUSTER_TEST_KEY: 'k' } };
 
-let model: ModelServer;
-const peers: RawPeer[] = [];
-
-// vitest runs afterEach hooks in reverse order of registration: this one, registered before the
-// scene, closes the model server after the scene stopped the members that call it.
-afterEach(async () => {
-  await model.close();
-});
-const scene = clusterScene();
+const { scene, model, member, restart } = clusterModelScene();
 const { clients, records } = scene;
-
-beforeEach(async () => {
-  model = await ModelServer.start();
-  await model.beginTest();
-});
+const peers: RawPeer[] = [];
 
 // Registered after the scene, so it runs before the scene's cleanup: peers close first.
 afterEach(() => {
   for (const peer of peers.splice(0)) peer.close();
 });
 
-/** A member of the pool on the test's model server; `slots: 0` makes a front that executes nothing. */
-function member(slots?: number, ackWaitMs = 15_000): Promise<DaemonProcess> {
-  return scene.member(
-    { model: { baseUrl: model.baseUrl, apiKeyEnv: 'CLUSTER_TEST_KEY', default: 'test-model', maxRetries: 0 }, limits: { maxConcurrentRuns: 2 } },
-    { ackWaitMs, slots },
-    modelKey,
-  );
-}
-
 const transcript = (n: number): string[] =>
-  model
+  model()
     .messages(n)
     .filter((m) => m.role !== 'system')
     .map((m) => `${m.role}:${contentText(m)}`);
@@ -76,13 +54,13 @@ it('a child on another member is steered through its front, resumed where it ran
   const first = await member();
   const store = await records();
   const service = await clients.connect(front.socket);
-  model.enqueue(slowTextResponse('first answer', 1000), textResponse(['steered answer']), textResponse(['resumed here']), textResponse(['resumed elsewhere']));
+  model().enqueue(slowTextResponse('first answer', 1000), textResponse(['steered answer']), textResponse(['resumed here']), textResponse(['resumed elsewhere']));
 
   const run = (await service.start('spawn', { prompt: text('Initial task'), parent, signal: AbortSignal.timeout(30_000) })) as RemoteSubagentRun;
   expect(typeof run.sendMessage).toBe('function');
   expect(typeof run.resume).toBe('function');
   expect(store.seen(run.id)?.record.worker?.pid).toBe(first.proc.pid);
-  await model.waitForRequests(1);
+  await model().waitForRequests(1);
   run.sendMessage!(text('STEER: also check the tests'));
   expect(await run.result).toMatchObject({ stopReason: 'completed', output: text('steered answer') });
   expect(clients.logged).toEqual([]); // delivered, not refused
@@ -123,7 +101,7 @@ it('a message to a child whose member was killed is refused with RUN_STATE namin
   const front = await member(0);
   const doomed = await member();
   const store = await records();
-  model.enqueue(slowTextResponse('never heard', 3000));
+  model().enqueue(slowTextResponse('never heard', 3000));
   const peer = await RawPeer.initialized(front.socket, 'steerer');
   peers.push(peer);
   const started = await peer.request('subagent/start', { provider: 'spawn', prompt: text('long task'), parent }, 15_000);
@@ -145,7 +123,7 @@ it('a continuable child started through one member runs on another and answers i
   const front = await member(0);
   const worker = await member();
   const store = await records();
-  model.enqueue(textResponse(['the first answer']), textResponse(['the word was kiwi']));
+  model().enqueue(textResponse(['the first answer']), textResponse(['the word was kiwi']));
   const children = (await clients.connect(front.socket, { ownerKey: KEY })).children!;
   const notices: string[] = [];
   children.onSettled((notice) => void notices.push(notice.text));
@@ -155,7 +133,7 @@ it('a continuable child started through one member runs on another and answers i
   const ran = [...store.all()].map((r) => r.record).filter((r) => r.childId === childId);
   expect(ran.map((r) => r.worker?.pid)).toEqual([worker.proc.pid]);
   // The child has its report tool, relayed to the front.
-  expect((model.requests[0]!.body.tools as Array<{ function: { name: string } }>).map((t) => t.function.name)).toContain('report');
+  expect((model().requests[0]!.body.tools as Array<{ function: { name: string } }>).map((t) => t.function.name)).toContain('report');
 
   await children.sendMessage(childId, text('which word?'), parent);
   await waitFor(() => notices.length === 2, 15_000, () => 'the second settlement notice');
@@ -224,7 +202,7 @@ it('a continuable child survives a restart of the member its client uses: the re
   const front = await member(0);
   const worker = await member();
   const store = await records();
-  model.enqueue(textResponse(['the first answer']), textResponse(['the word was kiwi']));
+  model().enqueue(textResponse(['the first answer']), textResponse(['the word was kiwi']));
   const children = (await clients.connect(front.socket, { ownerKey: KEY })).children!;
   const notices: string[] = [];
   children.onSettled((notice) => void notices.push(notice.text));
@@ -235,7 +213,7 @@ it('a continuable child survives a restart of the member its client uses: the re
   const exited = new Promise((resolve) => front.proc.once('exit', resolve));
   front.proc.kill('SIGTERM');
   await exited;
-  const restarted = await scene.restart(front, modelKey);
+  const restarted = await restart(front);
 
   const again = (await clients.connect(restarted.socket, { ownerKey: KEY })).children!;
   const later: string[] = [];
@@ -262,16 +240,16 @@ it('an after-step interrupt reaches a child on another member: its step and tool
     { data: chunk({}, { finish_reason: 'tool_calls' }) },
     { done: true },
   ];
-  model.enqueue({ type: 'stream', steps: slowToolStep }, textResponse(['never asked']));
+  model().enqueue({ type: 'stream', steps: slowToolStep }, textResponse(['never asked']));
   const peer = await RawPeer.initialized(front.socket, 'interrupter');
   peers.push(peer);
   const started = await peer.request('subagent/start', { provider: 'spawn', prompt: text('task'), parent }, 15_000);
   const runId = (started.result as { runId: string }).runId;
-  await model.waitForRequests(1);
+  await model().waitForRequests(1);
   expect((await peer.request('run/cancel', { runId, level: 'after-step' })).error).toBeUndefined();
   const waited = await peer.request('run/wait', { runId }, 15_000);
   expect(waited.result).toMatchObject({ stopReason: 'aborted' });
-  expect(model.requests).toHaveLength(1);
+  expect(model().requests).toHaveLength(1);
   // The executing member's session, as the cluster mirrored it: the tool ran, then the turn ended.
   const link = await scene.link();
   const lines = await (await SessionEvents.open(link, clusterNames())).readAll<{ type?: string; diagnostic?: string }>(runId);

@@ -6,51 +6,30 @@
  * run was never queued lapses. A run re-attached through another member while it runs is
  * steered from there.
  */
-import { afterEach, beforeEach, expect, it } from 'vitest';
+import { afterEach, expect, it } from 'vitest';
 import type { RemoteSubagentRun } from '../client/index.js';
 import { SubagentError } from '../protocol/index.js';
 import { slowTextResponse, textResponse } from './support/chat-completions-server.js';
-import { clusterScene } from './support/cluster-scene.js';
-import { killAndWait, type DaemonProcess } from './support/daemon-process.js';
-import { contentText, ModelServer } from './support/e2e-model-server.js';
+import { clusterModelScene } from './support/cluster-model-scene.js';
+import { killAndWait } from './support/daemon-process.js';
+import { contentText } from './support/e2e-model-server.js';
 import { rejection } from './support/assertions.js';
 import { RawPeer } from './support/raw-peer.js';
 
 const text = (value: string) => [{ type: 'text' as const, text: value }];
 const parent = { sessionId: 'cluster-fence', cwd: process.cwd() };
 
-let model: ModelServer;
-const peers: RawPeer[] = [];
-
-// vitest runs afterEach hooks in reverse order of registration: this one, registered before the
-// scene, closes the model server after the scene stopped the members that call it.
-afterEach(async () => {
-  await model.close();
-});
-const scene = clusterScene();
+const { scene, model, member } = clusterModelScene();
 const { clients, records } = scene;
-
-beforeEach(async () => {
-  model = await ModelServer.start();
-  await model.beginTest();
-});
+const peers: RawPeer[] = [];
 
 // Registered after the scene, so it runs before the scene's cleanup: peers close first.
 afterEach(() => {
   for (const peer of peers.splice(0)) peer.close();
 });
 
-/** A member of the pool on the test's model server; `slots: 0` makes a front that executes nothing. */
-function member(slots?: number): Promise<DaemonProcess> {
-  return scene.member(
-    { model: { baseUrl: model.baseUrl, apiKeyEnv: 'CLUSTER_TEST_KEY', default: 'test-model', maxRetries: 0 }, limits: { maxConcurrentRuns: 2 } },
-    { ackWaitMs: 15_000, slots },
-    { env: { CLUSTER_TEST_KEY: 'k' } },
-  );
-}
-
 const userTurns = (n: number): string[] =>
-  model
+  model()
     .messages(n)
     .filter((m) => m.role === 'user')
     .map((m) => contentText(m));
@@ -60,7 +39,7 @@ it('two members racing to resume one settled child: exactly one continuation run
   const b = await member(0);
   const first = await member();
   const store = await records();
-  model.enqueue(textResponse(['first answer']), slowTextResponse('continued once', 3000), textResponse(['continued after']), textResponse(['after the lapse']));
+  model().enqueue(textResponse(['first answer']), slowTextResponse('continued once', 3000), textResponse(['continued after']), textResponse(['after the lapse']));
 
   const viaA = await clients.connect(a.socket);
   const run = (await viaA.start('spawn', { prompt: text('Initial task'), parent, signal: AbortSignal.timeout(30_000) })) as RemoteSubagentRun;
@@ -86,7 +65,7 @@ it('two members racing to resume one settled child: exactly one continuation run
   expect(lost[0]).toMatchObject({ code: 'RUN_STATE', message: expect.stringContaining(`continued by run ${winner.id}`) });
   expect(await winner.result).toMatchObject({ stopReason: 'completed', output: text('continued once') });
   // The model saw one continuation: the child ran once.
-  expect(model.requests).toHaveLength(2);
+  expect(model().requests).toHaveLength(2);
   expect((await store.get(winner.id))!.record.worker?.pid).toBe(worker.proc.pid);
   const resumedVia = userTurns(1).at(-1)!;
   expect(['Resume via A', 'Resume via B']).toContain(resumedVia);
@@ -100,7 +79,7 @@ it('two members racing to resume one settled child: exactly one continuation run
   expect(userTurns(2)).toEqual(['Initial task', resumedVia, 'After the first']);
   expect((await store.get(run.id))!.record.continuedBy?.runId).toBe(next.id);
   expect((await store.get(next.id))!.record.worker?.pid).toBe(worker.proc.pid);
-  expect(model.requests).toHaveLength(3);
+  expect(model().requests).toHaveLength(3);
 
   // A claim whose run never got a record (its front died between claiming and queueing) holds
   // the child for 30 s, then lapses.
@@ -113,7 +92,7 @@ it('two members racing to resume one settled child: exactly one continuation run
   await store.transition(run.id, { ...blocked.record, continuedBy: { ...ghost, at: new Date(Date.now() - 31_000).toISOString() } }, blocked.revision);
   const last = await next.resume!(text('After the lapse'));
   expect(await last.result).toMatchObject({ stopReason: 'completed', output: text('after the lapse') });
-  expect(model.requests).toHaveLength(4);
+  expect(model().requests).toHaveLength(4);
   await last.dispose();
 }, 60_000);
 
@@ -122,10 +101,10 @@ it('a run re-attached through another member while it runs is steered from there
   const b = await member(0);
   const worker = await member();
   const store = await records();
-  model.enqueue(slowTextResponse('first answer', 2000), textResponse(['steered answer']));
+  model().enqueue(slowTextResponse('first answer', 2000), textResponse(['steered answer']));
   const viaA = await clients.connect(a.socket);
   const run = (await viaA.start('spawn', { prompt: text('Initial task'), parent, signal: AbortSignal.timeout(30_000) })) as RemoteSubagentRun;
-  await model.waitForRequests(1);
+  await model().waitForRequests(1);
 
   // The client re-attaches it through B while it executes on the worker.
   const onB = await RawPeer.initialized(b.socket, 'steer-via-b');
@@ -137,7 +116,7 @@ it('a run re-attached through another member while it runs is steered from there
   const waited = await onB.request('run/wait', { runId: run.id }, 15_000);
   expect(waited.result).toMatchObject({ stopReason: 'completed', output: text('steered answer') });
   // The worker's child took the message at its next step.
-  expect(model.messages(1).filter((m) => m.role !== 'system').map((m) => `${m.role}:${contentText(m)}`)).toEqual([
+  expect(model().messages(1).filter((m) => m.role !== 'system').map((m) => `${m.role}:${contentText(m)}`)).toEqual([
     'user:Initial task',
     'assistant:first answer',
     'user:STEER via B',
