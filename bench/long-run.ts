@@ -143,8 +143,9 @@ export async function longRunBench(report: Report, cleanup: Cleanup, world: Benc
   const first = shares[0]!;
   const last = shares[shares.length - 1]!;
   report.verdict(
-    `per-step daemon share ≤ 1 ms and flat to step ${windows[windows.length - 1]!.at} (median of ${options.pairs} pairs)`,
-    `${ms(first.median)} at ~${windows[0]!.at}, ${ms(last.median)} at ~${windows[windows.length - 1]!.at}`,
-    last.median <= 1 && last.median <= Math.max(first.median, 0) + 0.5,
+    `per-step daemon share ≤ 1 ms at every window and flat to step ${windows[windows.length - 1]!.at} (median of ${options.pairs} pairs)`,
+    shares.map((share, i) => `${ms(share.median)} at ~${windows[i]!.at}`).join(', '),
+    // Every window, not only the last: the goal is ≤ 1 ms a step all along the run.
+    shares.every((share) => share.median <= 1) && last.median <= Math.max(first.median, 0) + 0.5,
   );
 }
