@@ -5,20 +5,14 @@
  * message, so nothing written after an event overtakes it. The writer tests use a real unix socket
  * read by vscode-jsonrpc's own reader, as the client reads it.
  */
-import { createConnection, createServer, type Server, type Socket } from 'node:net';
-import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { SocketMessageReader, type Message } from 'vscode-jsonrpc/node';
+import { describe, expect, it } from 'vitest';
+import type { Message } from 'vscode-jsonrpc/node';
 import { frameOfJson, RunEventsNotification, type RunEvent, type RunEventsParams } from '../protocol/index.js';
 import { CountingWriter } from '../daemon/connection/counting-writer.js';
 import { RunEventBatch, type BatchBounds } from '../daemon/connection/event-batch.js';
-import { useTempDirs } from './support/scripted-fixtures.js';
+import { received, useSocketPairs } from './support/socket-pair.js';
 
-const tempDir = useTempDirs();
-const cleanups: Array<() => void> = [];
-afterEach(() => {
-  for (const cleanup of cleanups.splice(0)) cleanup();
-});
+const socketPair = useSocketPairs();
 
 const delta = (text: string): RunEvent => ({ kind: 'text-delta', text });
 const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
@@ -100,35 +94,6 @@ describe('RunEventBatch', () => {
     expect(sent).toHaveLength(1);
   });
 });
-
-/** A connected pair over a unix socket in a temp dir: `client` writes, `server` reads. */
-async function socketPair(): Promise<{ client: Socket; server: Socket }> {
-  const path = join(await tempDir(), 's.sock');
-  let listener!: Server;
-  const accepted = new Promise<Socket>((resolve) => {
-    listener = createServer(resolve);
-  });
-  await new Promise<void>((resolve) => listener.listen(path, resolve));
-  const client = createConnection(path);
-  const server = await accepted;
-  cleanups.push(() => {
-    client.destroy();
-    server.destroy();
-    listener.close();
-  });
-  return { client, server };
-}
-
-function received(server: Socket, count: number): Promise<Message[]> {
-  const reader = new SocketMessageReader(server);
-  const messages: Message[] = [];
-  return new Promise((resolve) => {
-    reader.listen((message) => {
-      messages.push(message);
-      if (messages.length === count) resolve(messages);
-    });
-  });
-}
 
 describe('a batch behind the connection writer', () => {
   it('is written before any later message, so an end never overtakes its run’s events', async () => {

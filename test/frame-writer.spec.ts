@@ -4,50 +4,17 @@
  * decodes them whole and in order, frame sizes count bytes (not characters), and a write to a
  * closed socket resolves and is reported on `onError` instead of rejecting.
  */
-import { createConnection, createServer, type Server, type Socket } from 'node:net';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { SocketMessageReader, type Message } from 'vscode-jsonrpc/node';
+import type { Message } from 'vscode-jsonrpc/node';
 import { FrameWriter } from '../common/frame-writer.js';
 import { frameOf } from '../protocol/framing.js';
 import { CountingWriter } from '../daemon/connection/counting-writer.js';
-import { useTempDirs } from './support/scripted-fixtures.js';
+import { received, useSocketPairs } from './support/socket-pair.js';
 
-const tempDir = useTempDirs();
-const cleanups: Array<() => void> = [];
+const socketPair = useSocketPairs();
 afterEach(() => {
-  for (const cleanup of cleanups.splice(0)) cleanup();
   vi.restoreAllMocks();
 });
-
-/** A connected pair over a unix socket in a temp dir: `client` writes, `server` reads. */
-async function socketPair(): Promise<{ client: Socket; server: Socket }> {
-  const path = join(await tempDir(), 's.sock');
-  let listener!: Server;
-  const accepted = new Promise<Socket>((resolve) => {
-    listener = createServer(resolve);
-  });
-  await new Promise<void>((resolve) => listener.listen(path, resolve));
-  const client = createConnection(path);
-  const server = await accepted;
-  cleanups.push(() => {
-    client.destroy();
-    server.destroy();
-    listener.close();
-  });
-  return { client, server };
-}
-
-function received(server: Socket, count: number): Promise<Message[]> {
-  const reader = new SocketMessageReader(server);
-  const messages: Message[] = [];
-  return new Promise((resolve) => {
-    reader.listen((message) => {
-      messages.push(message);
-      if (messages.length === count) resolve(messages);
-    });
-  });
-}
 
 const note = (n: number, text = 'x'): Message => ({ jsonrpc: '2.0', method: 'test/note', params: { n, text } }) as Message;
 
