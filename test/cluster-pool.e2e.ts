@@ -96,7 +96,8 @@ describe('a pool of daemons on one nats-server', () => {
     expect(result).toMatchObject({ stopReason: 'completed', output: [{ type: 'text', text: 'done' }] });
     const final = (await store.get(runId))!.record;
     expect(final.worker?.pid).toBe(heir.proc.pid);
-    expect(final.attempt).toBe(2);
+    // One takeover; more only if the heir stalled past its own 1 s lease on a loaded machine and took its run back.
+    expect(final.attempt).toBeGreaterThanOrEqual(2);
     expect(final.childId).toBe(first.childId);
     await run.dispose();
   }, 60_000);
@@ -127,7 +128,7 @@ describe('a pool of daemons on one nats-server', () => {
       expect(result).toMatchObject({ stopReason: 'completed', output: [{ type: 'text', text: 'done' }] });
       const final = (await store.get(run.id))!.record;
       expect(final.worker?.pid).toBe(heir.proc.pid);
-      expect(final.attempt).toBe(2);
+      expect(final.attempt).toBeGreaterThanOrEqual(2); // as above: the heir may take its own run back after a stall
       // The cut member stopped its child before the heir claimed the run: never two at once.
       const letGo = readFileSync(join(cut.stateDir, 'daemon.log'), 'utf8')
         .split('\n')
