@@ -49,6 +49,18 @@ function continued(daemon: DaemonProcess): Array<{ runId: string; from: string }
     .map(({ runId, from }) => ({ runId, from }));
 }
 
+
+/** A continuable child started through `front` that has finished its first turn ("remember the word kiwi"); the model's second answer is queued. */
+async function rememberKiwi(front: DaemonProcess) {
+  model().enqueue(textResponse(['the first answer']), textResponse(['the word was kiwi']));
+  const children = (await clients.connect(front.socket, { ownerKey: KEY })).children!;
+  const notices: string[] = [];
+  children.onSettled((notice) => void notices.push(notice.text));
+  const { childId } = await children.start('spawn', { prompt: text('remember the word kiwi'), parent, label: 'memory', signal: new AbortController().signal });
+  await waitFor(() => notices.length === 1, 15_000, () => 'the first settlement notice');
+  return { children, notices, childId };
+}
+
 it('a child on another member is steered through its front, resumed where it ran, and resumed on a third member from the mirror once that one is killed', async () => {
   const front = await member(0);
   const first = await member();
@@ -123,12 +135,7 @@ it('a continuable child started through one member runs on another and answers i
   const front = await member(0);
   const worker = await member();
   const store = await records();
-  model().enqueue(textResponse(['the first answer']), textResponse(['the word was kiwi']));
-  const children = (await clients.connect(front.socket, { ownerKey: KEY })).children!;
-  const notices: string[] = [];
-  children.onSettled((notice) => void notices.push(notice.text));
-  const { childId } = await children.start('spawn', { prompt: text('remember the word kiwi'), parent, label: 'memory', signal: new AbortController().signal });
-  await waitFor(() => notices.length === 1, 15_000, () => 'the first settlement notice');
+  const { children, notices, childId } = await rememberKiwi(front);
   expect(notices[0]).toBe('memory finished. Its closing message:\nthe first answer');
   const ran = [...store.all()].map((r) => r.record).filter((r) => r.childId === childId);
   expect(ran.map((r) => r.worker?.pid)).toEqual([worker.proc.pid]);
@@ -202,12 +209,7 @@ it('a continuable child survives a restart of the member its client uses: the re
   const front = await member(0);
   const worker = await member();
   const store = await records();
-  model().enqueue(textResponse(['the first answer']), textResponse(['the word was kiwi']));
-  const children = (await clients.connect(front.socket, { ownerKey: KEY })).children!;
-  const notices: string[] = [];
-  children.onSettled((notice) => void notices.push(notice.text));
-  const { childId } = await children.start('spawn', { prompt: text('remember the word kiwi'), parent, label: 'memory', signal: new AbortController().signal });
-  await waitFor(() => notices.length === 1, 15_000, () => 'the first settlement notice');
+  const { childId } = await rememberKiwi(front);
 
   await clients.closeAll();
   const exited = new Promise((resolve) => front.proc.once('exit', resolve));

@@ -20,12 +20,13 @@
  *   it; RUN_STATE when nobody answers (nothing was delivered) or the run settled; HANDED_OVER
  *   once its client re-attached it elsewhere.
  */
-import type { ContentBlock, InterruptLevel, SubagentError, SubagentResult } from '../../protocol/index.js';
+import type { ContentBlock, SubagentError, SubagentResult } from '../../protocol/index.js';
 import type { RunHost } from '../provider.js';
-import type { ClusterDaemonRun, FrontContext } from './cluster-provider.js';
+import type { FrontContext } from './cluster-provider.js';
 import { movedAway, ownerMovedFrom, type ClusterRun } from './cluster-run.js';
 import type { ControlMessage } from './cluster-worker.js';
 import { askExecutor, steer } from './control-request.js';
+import { remoteRun, type ClusterDaemonRun } from './remote-run.js';
 
 export function adoptedRun(record: ClusterRun, host: RunHost, signal: AbortSignal, front: FrontContext): ClusterDaemonRun {
   const { runId } = record;
@@ -53,14 +54,7 @@ export function adoptedRun(record: ClusterRun, host: RunHost, signal: AbortSigna
   const onAbort = (): void => void control({ op: 'cancel' });
   signal.addEventListener('abort', onAbort, { once: true });
   let disposed: Promise<void> | undefined;
-  return {
-    id: record.childId!,
-    localAgent: undefined,
-    result,
-    get worker() {
-      return latest.worker;
-    },
-    interrupt: (level: InterruptLevel) => void control({ op: 'interrupt', level }),
+  return remoteRun(() => latest, result, control, {
     dispose: () =>
       (disposed ??= (async () => {
         signal.removeEventListener('abort', onAbort);
@@ -70,5 +64,5 @@ export function adoptedRun(record: ClusterRun, host: RunHost, signal: AbortSigna
       })()),
     // Capability by presence, as the stand-in's.
     ...(front.runtimeOf(record.provider)?.sendMessage && { sendMessage: (content: ContentBlock[]) => steer(front, latest, content) }),
-  };
+  });
 }

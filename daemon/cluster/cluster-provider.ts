@@ -39,12 +39,13 @@
  * - Runs that outlive this member (its clients are gone with it) finish in the cluster; their
  *   outcome stays in their record.
  */
-import { SubagentError, type ContentBlock, type InterruptLevel, type SubagentResult } from '../../protocol/index.js';
+import { SubagentError, type ContentBlock, type SubagentResult } from '../../protocol/index.js';
 import type { DaemonProvider, DaemonRun, ProviderStartRequest, RestoreContext, RunHost } from '../provider.js';
-import { movedAway, ownerMovedFrom, sessionKeyOf, type ClusterRun, type QueuedStart, type WorkerRef } from './cluster-run.js';
+import { movedAway, ownerMovedFrom, sessionKeyOf, type ClusterRun, type QueuedStart } from './cluster-run.js';
 import { claimChild } from './child-fence.js';
 import type { ControlMessage } from './cluster-worker.js';
 import { askExecutor as ask, steer } from './control-request.js';
+import { remoteRun, type ClusterDaemonRun } from './remote-run.js';
 import type { MemberRelay, ReportSink } from './member-relay.js';
 import type { NatsLink } from './nats-link.js';
 import type { ClusterNames } from './names.js';
@@ -63,10 +64,7 @@ export interface FrontContext {
   runtimeOf(provider: string): DaemonProvider['runtime'] | undefined;
 }
 
-/** A cluster run as the service holds it: `worker` names the member executing it now. */
-export interface ClusterDaemonRun extends DaemonRun {
-  readonly worker: WorkerRef | undefined;
-}
+export type { ClusterDaemonRun };
 
 export function clusterProvider(inner: DaemonProvider, front: FrontContext): DaemonProvider {
   const runtime = { sendMessage: inner.runtime.sendMessage, resume: inner.runtime.resume };
@@ -184,14 +182,7 @@ async function launch(
   };
   const sendMessage = (content: ContentBlock[]): Promise<void> => steer(front, latest, content);
   let disposed: Promise<void> | undefined;
-  return {
-    id: latest.childId!,
-    localAgent: undefined,
-    result,
-    get worker() {
-      return latest.worker;
-    },
-    interrupt: (level: InterruptLevel) => void control({ op: 'interrupt', level }),
+  return remoteRun(() => latest, result, control, {
     dispose: () =>
       (disposed ??= (async () => {
         signal.removeEventListener('abort', onAbort);
@@ -206,7 +197,7 @@ async function launch(
     // Capability by presence: only what the real provider offers.
     ...(kind.runtime.sendMessage && { sendMessage }),
     ...(kind.runtime.resume && { resume: continuation(() => (settled() ? latest : undefined), host, report, front, kind) }),
-  };
+  });
 }
 
 /**
