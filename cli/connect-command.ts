@@ -14,33 +14,31 @@ import { ensureDaemon } from '../client/auto-start.js';
 import { readTokenFile, tokenPathFor } from '../common/daemon-token.js';
 import type { CommonSettings } from './options.js';
 import { socketAccepts } from '../common/socket-probe.js';
-import { HEADER_END, declaredLength, frameBody } from '../protocol/index.js';
+import { frameBody } from '../protocol/index.js';
+import { CLIENT_FRAME_LIMITS } from '../common/frame-reader.js';
+import { FrameSplitter } from '../common/frame-splitter.js';
 
-/** Splits a Content-Length framed byte stream into message bodies; undefined once it is not one. */
-export class FrameSplitter {
-  private buffer = Buffer.alloc(0);
+/** The relay's bounds: the daemon applies its own; these only keep a corrupt length from piling up here. */
+const RELAY_LIMITS = CLIENT_FRAME_LIMITS;
+
+/** The bodies of a Content-Length framed byte stream (common/frame-splitter.ts), batch by batch. */
+class Bodies {
+  private bodies: Buffer[] = [];
+  private unreadable = false;
+  private readonly splitter = new FrameSplitter(RELAY_LIMITS, (buffer, start, end) => this.bodies.push(buffer.subarray(start, end)), () => (this.unreadable = true));
 
   /** Complete bodies, or undefined when the stream's framing is not ours (the rest is `drain()`). */
   push(chunk: Buffer): Buffer[] | undefined {
-    this.buffer = Buffer.concat([this.buffer, chunk]);
-    const bodies: Buffer[] = [];
-    for (;;) {
-      const end = this.buffer.indexOf(HEADER_END);
-      if (end < 0) return bodies;
-      const length = declaredLength(this.buffer.toString('ascii', 0, end));
-      if (typeof length !== 'number') return undefined;
-      const total = end + HEADER_END.length + length;
-      if (this.buffer.length < total) return bodies;
-      bodies.push(this.buffer.subarray(end + HEADER_END.length, total));
-      this.buffer = this.buffer.subarray(total);
-    }
+    this.splitter.push(chunk);
+    if (this.unreadable) return undefined;
+    const bodies = this.bodies;
+    this.bodies = [];
+    return bodies;
   }
 
   /** Whatever is buffered and not yet a complete frame. */
   drain(): Buffer {
-    const rest = this.buffer;
-    this.buffer = Buffer.alloc(0);
-    return rest;
+    return this.splitter.rest();
   }
 }
 
@@ -61,8 +59,8 @@ function parse(body: Buffer): Message | undefined {
  */
 export class TokenInjector {
   private readonly pendingInitialize = new Set<string>();
-  private readonly fromClient = new FrameSplitter();
-  private readonly fromDaemon = new FrameSplitter();
+  private readonly fromClient = new Bodies();
+  private readonly fromDaemon = new Bodies();
   /** Set once an `initialize` was accepted, or the peer's bytes are not frames we can read. */
   private passThrough = false;
 

@@ -1,6 +1,6 @@
 /** The default transport: the shared daemon's unix socket. */
 import { createConnection, type Socket } from 'node:net';
-import { SocketMessageReader } from 'vscode-jsonrpc/node';
+import { FrameMessageReader } from '../common/frame-reader.js';
 import { FrameWriter } from '../common/frame-writer.js';
 import { SubagentError } from '../protocol/index.js';
 import { ClosedSignal, type Transport } from './transport.js';
@@ -56,7 +56,8 @@ export async function openSocketTransport(path: string): Promise<Transport> {
   });
 
   return {
-    reader: new SocketMessageReader(socket),
+    // Framing gone bad can't be read past: the socket closes, naming why.
+    reader: new FrameMessageReader(socket, (problem) => socket.destroy(new Error(`unreadable framing from the daemon: ${problem}`))),
     writer: new FrameWriter(socket),
     describe: () => describeSocket(path),
     onClosed: (listener) => closed.subscribe(listener),

@@ -3,7 +3,7 @@
  * owns its lifetime. The daemon's stderr is kept (last few KiB) so that a crash can say why.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { StreamMessageReader } from 'vscode-jsonrpc/node';
+import { FrameMessageReader } from '../common/frame-reader.js';
 import { FrameWriter } from '../common/frame-writer.js';
 import { SubagentError } from '../protocol/index.js';
 import { within } from '../common/bounded-wait.js';
@@ -64,7 +64,10 @@ export async function spawnStdioTransport(options: StdioSpawnOptions): Promise<T
   if (!stdout || !stdin) throw new SubagentError('DAEMON_UNAVAILABLE', `\`${commandLine}\` has no stdio pipes`);
   let closing: Promise<void> | undefined;
   return {
-    reader: new StreamMessageReader(stdout),
+    reader: new FrameMessageReader(stdout, (problem) => {
+      closed.fire(`unreadable framing from the daemon: ${problem}`);
+      void (closing ??= stopChild(child, options.exitGraceMs ?? 2000));
+    }),
     writer: new FrameWriter(stdin),
     describe: () => `the private subagentd daemon (pid ${child.pid ?? '?'}, \`${commandLine}\`)`,
     onClosed: (listener) => closed.subscribe(listener),

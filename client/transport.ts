@@ -5,7 +5,8 @@
  * peer is gone, so the channel can fail everything pending instead of hanging.
  */
 import type { Readable, Writable } from 'node:stream';
-import { StreamMessageReader, type MessageReader, type MessageWriter } from 'vscode-jsonrpc/node';
+import type { MessageReader, MessageWriter } from 'vscode-jsonrpc/node';
+import { FrameMessageReader } from '../common/frame-reader.js';
 import { FrameWriter } from '../common/frame-writer.js';
 
 export interface Transport {
@@ -51,7 +52,7 @@ export function streamTransport(streams: { readonly reader: Readable; readonly w
   writer.on('error', (error: Error) => closed.fire(`stream error: ${error.message}`));
   let closing: Promise<void> | undefined;
   return {
-    reader: new StreamMessageReader(reader),
+    reader: new FrameMessageReader(reader, (problem) => closed.fire(`unreadable framing from the daemon: ${problem}`)),
     writer: new FrameWriter(writer),
     describe: () => 'the subagentd daemon on the supplied stream',
     onClosed: (listener) => closed.subscribe(listener),

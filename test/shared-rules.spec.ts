@@ -22,7 +22,7 @@ import { pollWithin, within } from '../common/bounded-wait.js';
 import { climbKillLadder } from '../common/kill-ladder.js';
 import { createToken, readTokenFile, tokenPathFor, tokensEqual, writeTokenFile } from '../common/daemon-token.js';
 import { packageRoot, packageVersion } from '../common/package-info.js';
-import { FrameSplitter } from '../cli/connect-command.js';
+import { FrameSplitter } from '../common/frame-splitter.js';
 
 const cleanups: Array<() => void> = [];
 afterEach(() => {
@@ -30,14 +30,18 @@ afterEach(() => {
 });
 
 describe('framing (protocol/framing.ts)', () => {
-  it('reads the length the writer wrote, through the connect relay’s splitter, split at any byte', () => {
+  it('reads the length the writer wrote, through the shared splitter, split at any byte', () => {
     const messages = [{ jsonrpc: '2.0', id: 1, method: 'initialize', params: { text: 'héllo ✓' } }, { jsonrpc: '2.0', method: 'x' }];
     const bytes = Buffer.concat(messages.map((m) => encodeFrame(m)));
-    const splitter = new FrameSplitter();
-    const bodies: Buffer[] = [];
-    for (let i = 0; i < bytes.length; i += 7) bodies.push(...splitter.push(bytes.subarray(i, i + 7))!);
-    expect(bodies.map((b) => JSON.parse(b.toString('utf8')) as unknown)).toEqual(messages);
-    expect(splitter.drain().length).toBe(0);
+    for (const step of [1, 7, bytes.length]) {
+      const bodies: unknown[] = [];
+      const splitter = new FrameSplitter({ maxFrameBytes: 1024, maxHeaderBytes: 64 }, (b, s, e) => bodies.push(JSON.parse(b.toString('utf8', s, e))), (problem) => {
+        throw new Error(problem);
+      });
+      for (let i = 0; i < bytes.length; i += step) splitter.push(bytes.subarray(i, i + step));
+      expect(bodies).toEqual(messages);
+      expect(splitter.rest().length).toBe(0);
+    }
   });
 
   it('takes any header lines but needs one valid Content-Length', () => {

@@ -16,7 +16,8 @@
  */
 import type { Readable } from 'node:stream';
 import { AbstractMessageReader, type DataCallback, type Disposable, type Message } from 'vscode-jsonrpc/node';
-import { DEFAULT_MAX_FRAME_BYTES, HEADER_END, JSONRPC_ERRORS, declaredLength } from '../../protocol/index.js';
+import { FrameSplitter } from '../../common/frame-splitter.js';
+import { DEFAULT_MAX_FRAME_BYTES, JSONRPC_ERRORS } from '../../protocol/index.js';
 
 export interface FrameLimits {
   /** Largest body accepted, in bytes. */
@@ -43,12 +44,9 @@ export type Violation =
 
 
 export class GuardedMessageReader extends AbstractMessageReader {
-  private chunks: Buffer[] = [];
-  private buffered = 0;
-  private bodyLength: number | undefined;
+  private readonly splitter: FrameSplitter;
   private callback: DataCallback | undefined;
   private dead = false;
-  private held = false;
 
   constructor(
     private readonly readable: Readable,
@@ -58,24 +56,26 @@ export class GuardedMessageReader extends AbstractMessageReader {
     private readonly onRequest: (id: string | number | null) => void = () => undefined,
   ) {
     super();
+    this.splitter = new FrameSplitter(limits, (buffer, start, end) => this.deliver(buffer, start, end), (problem) => {
+      this.dead = true;
+      this.onViolation({ kind: 'fatal', message: problem });
+    });
   }
 
   /** Stop handing messages over (and reading the peer) until `release`: backpressure. */
   hold(): void {
-    this.held = true;
+    this.splitter.pause();
     this.readable.pause();
   }
 
   release(): void {
-    if (!this.held) return;
-    this.held = false;
     this.readable.resume();
-    this.onData(Buffer.alloc(0)); // what was already buffered
+    this.splitter.resume(); // what was already buffered
   }
 
   listen(callback: DataCallback): Disposable {
     this.callback = callback;
-    const onData = (chunk: Buffer): void => this.onData(chunk);
+    const onData = (chunk: Buffer): void => this.splitter.push(chunk);
     const onClose = (): void => this.fireClose();
     const onError = (error: Error): void => this.fireError(error);
     this.readable.on('data', onData);
@@ -92,46 +92,11 @@ export class GuardedMessageReader extends AbstractMessageReader {
     };
   }
 
-  private onData(chunk: Buffer): void {
+  private deliver(buffer: Buffer, start: number, end: number): void {
     if (this.dead) return;
-    if (chunk.length > 0) {
-      this.chunks.push(chunk);
-      this.buffered += chunk.length;
-    }
-    while (!this.dead && !this.held) {
-      if (this.bodyLength === undefined) {
-        if (!this.readHeader()) return;
-      } else {
-        if (this.buffered < this.bodyLength) return;
-        const body = this.take(this.bodyLength);
-        this.bodyLength = undefined;
-        this.deliver(body);
-      }
-    }
-  }
-
-  /** Consumes one header block; false when more bytes are needed. */
-  private readHeader(): boolean {
-    const head = this.peek(Math.min(this.buffered, this.limits.maxHeaderBytes + HEADER_END.length));
-    const end = head.indexOf(HEADER_END);
-    if (end < 0) {
-      if (this.buffered > this.limits.maxHeaderBytes) this.fatal(`header block over ${this.limits.maxHeaderBytes} bytes`);
-      return false;
-    }
-    const text = this.take(end + HEADER_END.length).toString('ascii', 0, end);
-    const length = declaredLength(text);
-    if (typeof length !== 'number') return this.fatal(length.problem);
-    if (length > this.limits.maxFrameBytes) {
-      return this.fatal(`frame of ${length} bytes over the ${this.limits.maxFrameBytes}-byte limit`);
-    }
-    this.bodyLength = length;
-    return true;
-  }
-
-  private deliver(body: Buffer): void {
     let message: unknown;
     try {
-      message = JSON.parse(body.toString('utf8'));
+      message = JSON.parse(buffer.toString('utf8', start, end));
     } catch (error) {
       this.reply(null, JSONRPC_ERRORS.PARSE_ERROR, `parse error: ${(error as Error).message}`);
       return;
@@ -169,28 +134,6 @@ export class GuardedMessageReader extends AbstractMessageReader {
 
   private reply(id: string | number | null, code: number, message: string): void {
     this.onViolation({ kind: 'reply', id, code, message });
-  }
-
-  private fatal(message: string): false {
-    this.dead = true;
-    this.chunks = [];
-    this.buffered = 0;
-    this.onViolation({ kind: 'fatal', message });
-    return false;
-  }
-
-  private peek(n: number): Buffer {
-    if (this.chunks.length > 1) this.chunks = [Buffer.concat(this.chunks)];
-    return (this.chunks[0] ?? Buffer.alloc(0)).subarray(0, n);
-  }
-
-  private take(n: number): Buffer {
-    const all = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks);
-    const out = all.subarray(0, n);
-    const rest = all.subarray(n);
-    this.chunks = rest.length > 0 ? [rest] : [];
-    this.buffered = rest.length;
-    return out;
   }
 }
 
