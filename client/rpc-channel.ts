@@ -14,6 +14,7 @@ import {
   ResponseError,
   createMessageConnection,
   type CancellationToken,
+  type DataCallback,
   type Logger,
   type MessageConnection,
   type MessageReader,
@@ -28,6 +29,7 @@ import {
   type WireNotification,
   type WireRequest,
 } from '../protocol/index.js';
+import { InboundOrder } from './inbound-order.js';
 import type { Transport } from './transport.js';
 import type { ClientLogger } from './types.js';
 import { fromWire, invalidFromDaemon, toWire } from './wire-errors.js';
@@ -54,8 +56,8 @@ export class RpcChannel {
   private closingReason: string | undefined;
   private lostError: SubagentError | undefined;
   private drainTimer: NodeJS.Timeout | undefined;
-  private received = 0;
-  private handled = 0;
+  /** Inbound messages in the order read, answers not queued behind a turn (inbound-order.ts). */
+  private inbound: InboundOrder | undefined;
   private readonly pending = new Set<(error: SubagentError) => void>();
   private readonly lostListeners: Array<(error: SubagentError) => void> = [];
 
@@ -65,16 +67,19 @@ export class RpcChannel {
   ) {
     const reader = watchInbound(
       transport.reader,
-      () => this.received++,
+      (pass) => (this.inbound = new InboundOrder(pass)),
       (reason) => (this.closingReason ??= reason),
     );
     this.connection = createMessageConnection(reader, transport.writer, libraryLogger(logger), {
+      // Any limit makes the library resolve answers as they are read instead of a turn later;
+      // none is wanted, so it is one never reached. InboundOrder keeps them behind earlier messages.
+      maxParallelism: 2 ** 31,
       messageStrategy: {
         handleMessage: (message, next) => {
           try {
             return next(message);
           } finally {
-            this.handled++;
+            this.inbound?.dispatched(message);
             this.checkDrained();
           }
         },
@@ -236,7 +241,7 @@ export class RpcChannel {
 
   private checkDrained(): void {
     const reason = this.goneReason;
-    if (reason === undefined || this.lostError || this.handled < this.received) return;
+    if (reason === undefined || this.lostError || (this.inbound?.waiting ?? 0) > 0) return;
     // One more turn, so that continuations of the last answer (e.g. registering a run) run first.
     setImmediate(() => this.lose(reason));
   }
@@ -271,21 +276,23 @@ export class RpcChannel {
 }
 
 /**
- * Counts decoded inbound messages that go through the library's queue (not `$/cancelRequest`),
- * and takes the daemon's farewell out of the stream: the library would only log an id-null error.
+ * Passes decoded inbound messages to the library in their order (`ordered` makes the InboundOrder
+ * that does, around the library's callback), and takes the daemon's farewell out of the stream:
+ * the library would only log an id-null error.
  */
-function watchInbound(inner: MessageReader, onQueued: () => void, onFarewell: (reason: string) => void): MessageReader {
+function watchInbound(inner: MessageReader, ordered: (pass: DataCallback) => InboundOrder, onFarewell: (reason: string) => void): MessageReader {
   return {
     onError: inner.onError,
     onClose: inner.onClose,
     onPartialMessage: inner.onPartialMessage,
-    listen: (callback) =>
-      inner.listen((message) => {
+    listen: (callback) => {
+      const order = ordered(callback);
+      return inner.listen((message) => {
         const reason = farewellReason(message);
         if (reason !== undefined) return onFarewell(reason);
-        if ((message as { method?: unknown }).method !== '$/cancelRequest') onQueued();
-        callback(message);
-      }),
+        order.arrive(message);
+      });
+    },
     dispose: () => inner.dispose(),
   };
 }

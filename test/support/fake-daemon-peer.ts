@@ -100,6 +100,11 @@ export class PeerConnection {
     return this.requests.filter((request) => request.method === method).map((request) => request.params);
   }
 
+  /** Everything the client wrote, as text. */
+  rawText(): string {
+    return this.raw;
+  }
+
   /** How many requests of `method` crossed the wire (counted on the raw bytes). */
   wireCount(method: string): number {
     return this.raw.split(`"method":"${method}"`).length - 1;
