@@ -2,7 +2,9 @@
  * The seam's rules, one by one, at the wire of a real daemon process: order of start checks,
  * lifecycle order and scoping, ownership, cancellation before and after readiness, disconnect.
  */
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PROTOCOL_VERSION, encodeFrame } from '../protocol/index.js';
 import { REPO, startDaemon, waitFor, type DaemonProcess } from './support/daemon-process.js';
 import { RawPeer, type RpcMessage } from './support/raw-peer.js';
 
@@ -331,6 +333,31 @@ describe('ownership', () => {
     expect(info?.result).toMatchObject({ run: { state: 'disposed', stopReason: 'aborted' } });
     expect((await stats(observer)).disposed).toBeGreaterThan(before.disposed);
     observer.close();
+  });
+});
+
+describe('starts and disposes served as they are read (daemon/connection/direct-lane.ts)', () => {
+  it('keep the order they were read in: a start written in one chunk behind its initialize is served after it', async () => {
+    const peer = await RawPeer.connect(daemon.socket);
+    const token = readFileSync(`${daemon.socket}.token`, 'utf8').trim();
+    const frames = [
+      { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: PROTOCOL_VERSION, clientInfo: { name: 'pipelined', version: '0' }, token } },
+      { jsonrpc: '2.0', id: 2, method: 'subagent/start', params: { provider: 'echo', prompt: prompt('echo in order'), parent } },
+    ];
+    peer.writeRaw(Buffer.concat(frames.map((frame) => encodeFrame(frame))));
+    const started = await peer.waitFor((m) => m.id === 2);
+    expect(started.error).toBeUndefined();
+    expect(started.result).toMatchObject({ provider: 'echo' });
+    const runId = (started.result as { runId: string }).runId;
+    // A dispose and a wait pipelined behind it, the wait through the library's queue, the dispose
+    // behind the wait: the wait still answers the result, the dispose after it.
+    peer.writeRaw(Buffer.concat([encodeFrame({ jsonrpc: '2.0', id: 3, method: 'run/wait', params: { runId } }), encodeFrame({ jsonrpc: '2.0', id: 4, method: 'run/dispose', params: { runId } })]));
+    const disposed = await peer.waitFor((m) => m.id === 4);
+    expect(disposed.result).toEqual({});
+    const answers = peer.messages.filter((m) => m.id === 3 || m.id === 4).map((m) => m.id);
+    expect(answers).toEqual([3, 4]);
+    expect(peer.messages.find((m) => m.id === 3)?.result).toMatchObject({ stopReason: 'completed' });
+    peer.close();
   });
 });
 

@@ -85,6 +85,7 @@ import { describeProvider } from '../provider.js';
 import type { RunOwner, StartAnswer, StartExtras, SubagentService } from '../service/subagent-service.js';
 import type { ChildSubscriber, ContinuableChildren } from '../service/children.js';
 import { CountingWriter } from './counting-writer.js';
+import { DirectLane } from './direct-lane.js';
 import { RunEventBatch } from './event-batch.js';
 import { ProgressBacklog } from './progress-backlog.js';
 import { GuardedMessageReader, type FrameLimits, type Violation } from './guarded-reader.js';
@@ -141,6 +142,8 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
   private violations = 0;
   private readonly backlog: ProgressBacklog;
   private readonly reader: GuardedMessageReader;
+  /** Starts and disposes served as they are read (direct-lane.ts); the rest through the library. */
+  private readonly direct: DirectLane;
   /** Requests handed to the library and not yet answered, by id (a client may reuse ids). */
   private readonly openRequests = new Map<string | number | null, number>();
   private openCount = 0;
@@ -200,13 +203,27 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
         this.openCount += 1;
         this.balanceLoad();
       },
+      (message) => !this.closed && this.direct.take(message),
     );
-    this.rpc = createMessageConnection(this.reader, this.writer, {
-      error: (message) => this.log.error(message),
-      warn: (message) => this.log.warn(message),
-      info: (message) => this.log.debug(message),
-      log: (message) => this.log.trace(message),
-    });
+    this.direct = new DirectLane((reply) => this.writeRaw(reply));
+    this.rpc = createMessageConnection(
+      this.reader,
+      this.writer,
+      {
+        error: (message) => this.log.error(message),
+        warn: (message) => this.log.warn(message),
+        info: (message) => this.log.debug(message),
+        log: (message) => this.log.trace(message),
+      },
+      {
+        messageStrategy: {
+          handleMessage: (message, next) => {
+            this.direct.dispatched(message);
+            return next(message);
+          },
+        },
+      },
+    );
     this.bindHandlers();
     this.rpc.onClose(() => void this.close('peer closed the stream'));
     this.rpc.onError(([error]) => this.log.debug({ err: error }, 'transport error'));
@@ -470,9 +487,10 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
     this.rpc.onNotification(LspExitNotification, () => void this.close('the client sent exit'));
     this.rpc.onNotification(LspInitializedNotification, () => undefined);
     this.handle(ProvidersListRequest, () => ({ providers: service.registry.all().map(describeProvider) }));
-    this.handle(StartRequest, (params, signal) => service.start(params, this, signal, this.startExtras(params.progressToken)));
+    // The two requests every run makes skip the library's queue when they can (direct-lane.ts).
+    this.handle(StartRequest, (params, signal) => service.start(params, this, signal, this.startExtras(params.progressToken)), true, 'direct');
     this.handle(CancelRequest, async ({ runId, level }) => (await service.cancel(runId, this, level), {}));
-    this.handle(DisposeRequest, async ({ runId }) => (await service.dispose(runId, this), {}));
+    this.handle(DisposeRequest, async ({ runId }) => (await service.dispose(runId, this), {}), true, 'direct');
     this.handle(SendMessageRequest, async ({ runId, content }) => (await service.sendMessage(runId, this, content), {}));
     this.handle(ResumeRequest, ({ runId, prompt, stream }) => service.resume(runId, this, prompt, stream === true, undefined, this));
     this.handle(WaitRequest, ({ runId }) => service.wait(runId, this));
@@ -548,14 +566,19 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
    * runs (INVALID_REQUEST naming the field), the result after it (a result that fails is this
    * daemon's bug: INTERNAL_ERROR, logged), and a SubagentError is answered with its code.
    */
-  private handle<P, R>(type: WireRequest<P, R>, handler: (params: P, signal: AbortSignal) => R | Promise<R>, requiresInitialize = true): void {
+  private handle<P, R>(
+    type: WireRequest<P, R>,
+    handler: (params: P, signal: AbortSignal) => R | Promise<R>,
+    requiresInitialize = true,
+    lane: 'library' | 'direct' = 'library',
+  ): void {
     const method = type.method;
     // The library's HandlerResult is conditional on R and does not resolve for a generic R: the
     // declaration is registered as answering `unknown` (an upcast; the result is checked below).
     const registered: RequestType<unknown, unknown, SubagentErrorData> = type;
     // Only handlers that take the signal (the starts) get an AbortController tied to the token.
     const takesSignal = handler.length >= 2;
-    this.rpc.onRequest(registered, async (raw: unknown, token: CancellationToken) => {
+    const serve = async (raw: unknown, token: CancellationToken): Promise<unknown> => {
       try {
         if (requiresInitialize && !this.initialized) {
           throw new SubagentError('NOT_INITIALIZED', `call initialize before ${method}`);
@@ -592,7 +615,9 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
       } catch (error) {
         return this.toResponseError(method, error);
       }
-    });
+    };
+    this.rpc.onRequest(registered, serve);
+    if (lane === 'direct') this.direct.add(method, serve);
   }
 
   /** A reply carrying one run's info, as this client's protocol minor can take it. */

@@ -54,6 +54,8 @@ export class GuardedMessageReader extends AbstractMessageReader {
     private readonly onViolation: (violation: Violation) => void,
     /** Hears each request handed to the connection, by id (to count unanswered requests). */
     private readonly onRequest: (id: string | number | null) => void = () => undefined,
+    /** Offered each sound message first; true when it took it (the connection's DirectLane). */
+    private readonly take: (message: Message) => boolean = () => false,
   ) {
     super();
     this.splitter = new FrameSplitter(limits, (buffer, start, end) => this.deliver(buffer, start, end), (problem) => {
@@ -129,7 +131,7 @@ export class GuardedMessageReader extends AbstractMessageReader {
       m.params ??= {};
       if ('id' in m) this.onRequest(idOf(m));
     }
-    this.callback?.(checked);
+    if (!this.take(checked)) this.callback?.(checked);
   }
 
   private reply(id: string | number | null, code: number, message: string): void {
