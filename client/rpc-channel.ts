@@ -22,6 +22,8 @@ import {
 } from 'vscode-jsonrpc/node';
 import {
   CLOSING_MESSAGE_PREFIX,
+  DisposeRequest,
+  StartRequest,
   SubagentError,
   invalidParams,
   type SubagentErrorData,
@@ -29,6 +31,7 @@ import {
   type WireNotification,
   type WireRequest,
 } from '../protocol/index.js';
+import { DirectRequests } from './direct-requests.js';
 import { InboundOrder } from './inbound-order.js';
 import type { Transport } from './transport.js';
 import type { ClientLogger } from './types.js';
@@ -46,6 +49,8 @@ export interface RequestOptions {
  * dispatches one per event-loop turn). Wait for them, but never longer than this.
  */
 const DRAIN_CAP_MS = 250;
+/** The requests every run makes: sent as direct-requests.ts says, served by the daemon's direct lane. */
+const DIRECT = new Set([StartRequest.method, DisposeRequest.method]);
 /** How long the library's close event waits for the transport's own (better) reason. */
 const CLOSE_FALLBACK_MS = 400;
 
@@ -58,6 +63,8 @@ export class RpcChannel {
   private drainTimer: NodeJS.Timeout | undefined;
   /** Inbound messages in the order read, answers not queued behind a turn (inbound-order.ts). */
   private inbound: InboundOrder | undefined;
+  /** A run's start and dispose, sent and answered without the library's request machinery. */
+  private readonly direct: DirectRequests;
   private readonly pending = new Set<(error: SubagentError) => void>();
   private readonly lostListeners: Array<(error: SubagentError) => void> = [];
 
@@ -65,9 +72,10 @@ export class RpcChannel {
     private readonly transport: Transport,
     private readonly logger: ClientLogger,
   ) {
+    this.direct = new DirectRequests(transport.writer);
     const reader = watchInbound(
       transport.reader,
-      (pass) => (this.inbound = new InboundOrder(pass)),
+      (pass) => (this.inbound = new InboundOrder((message) => this.direct.take(message) || pass(message))),
       (reason) => (this.closingReason ??= reason),
     );
     this.connection = createMessageConnection(reader, transport.writer, libraryLogger(logger), {
@@ -160,7 +168,8 @@ export class RpcChannel {
       const declared: RequestType<unknown, unknown, SubagentErrorData> = type;
       let sent: Promise<unknown>;
       try {
-        sent = this.connection.sendRequest(declared, params, source?.token ?? options.token);
+        const token = source?.token ?? options.token;
+        sent = DIRECT.has(type.method) ? this.direct.send(type.method, params, token) : this.connection.sendRequest(declared, params, token);
       } catch (error) {
         fail(fromWire(error, lost));
         return;

@@ -63,9 +63,9 @@ describe('a client reading an end and the reply to its dispose in one chunk', { 
       handlers: {
         'run/dispose': (params: { runId: string }, { peer }) => {
           // The reply's id, as it crossed the wire: the latest run/dispose request in the raw bytes.
-          const id = [...peer.rawText().matchAll(/"id":(\d+),"method":"run\/dispose"/g)].at(-1)![1];
+          const id = JSON.parse([...peer.rawText().matchAll(/"id":("d\d+"|\d+),"method":"run\/dispose"/g)].at(-1)![1]!) as string | number;
           const end: EndParams = { runId: params.runId, provider: 'spawn', id: `child-${params.runId}`, local: false, stopReason: 'completed', result: COMPLETED };
-          peer.socket.write(Buffer.concat([encodeFrame({ jsonrpc: '2.0', method: 'subagent/end', params: end }), encodeFrame({ jsonrpc: '2.0', id: Number(id), result: {} })]));
+          peer.socket.write(Buffer.concat([encodeFrame({ jsonrpc: '2.0', method: 'subagent/end', params: end }), encodeFrame({ jsonrpc: '2.0', id, result: {} })]));
           return new Promise(() => undefined); // answered by the raw write above
         },
       },
