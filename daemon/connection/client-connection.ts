@@ -578,7 +578,8 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
     const registered: RequestType<unknown, unknown, SubagentErrorData> = type;
     // Only handlers that take the signal (the starts) get an AbortController tied to the token.
     const takesSignal = handler.length >= 2;
-    const serve = async (raw: unknown, token: CancellationToken): Promise<unknown> => {
+    // `cancel`: the library's token for the request, or the direct lane's own signal for it.
+    const serve = async (raw: unknown, cancel: CancellationToken | AbortSignal): Promise<unknown> => {
       try {
         if (requiresInitialize && !this.initialized) {
           throw new SubagentError('NOT_INITIALIZED', `call initialize before ${method}`);
@@ -586,19 +587,21 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
         const params = type.readParams(raw ?? {});
         if (!params.ok) throw invalidParams(method, params.failure);
         let result: R;
-        if (takesSignal) {
+        if (!takesSignal) result = await handler(params.value, NEVER_ABORTED);
+        else if (cancel instanceof AbortSignal) result = await handler(params.value, cancel);
+        else {
           const abort = new AbortController();
           // A cancel read before this request was dispatched is already on the token, and the
           // library reports it to a listener only a timer turn later: by then a quick start has
           // published its child. Look at the token now, then listen for a later cancel.
-          if (token.isCancellationRequested) abort.abort();
-          const subscription = token.onCancellationRequested(() => abort.abort());
+          if (cancel.isCancellationRequested) abort.abort();
+          const subscription = cancel.onCancellationRequested(() => abort.abort());
           try {
             result = await handler(params.value, abort.signal);
           } finally {
             subscription.dispose();
           }
-        } else result = await handler(params.value, NEVER_ABORTED);
+        }
         const wrong = type.checkResult(result);
         if (wrong) {
           // A published run this reply would have handed over is released, not held until the

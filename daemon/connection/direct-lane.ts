@@ -14,22 +14,22 @@
  *   queue; otherwise it goes through the library like any other, so requests are still
  *   dispatched in the order they were read. `dispatched` must hear each message the library
  *   takes from its queue (the connection's messageStrategy).
- * - Cancellation: a `$/cancelRequest` naming a request served here cancels its token here (the
- *   library never saw that request); any other goes to the library.
+ * - Cancellation: a `$/cancelRequest` naming a request served here aborts it here (the library
+ *   never saw that request); any other goes to the library.
  * - Failures: `serve` answers errors as a ResponseError (it never rejects); a reply is written
  *   even if the connection is closing (the writer drops it if the stream is gone).
  */
-import { CancellationTokenSource, Message, ResponseError, type CancellationToken } from 'vscode-jsonrpc/node';
+import { Message, ResponseError } from 'vscode-jsonrpc/node';
 
-/** Serves one request's params; resolves to its result or to the ResponseError to answer. */
-export type Serve = (params: unknown, token: CancellationToken) => Promise<unknown>;
+/** Serves one request's params, aborted on its cancel; resolves to its result or to the ResponseError to answer. */
+export type Serve = (params: unknown, cancel: AbortSignal) => Promise<unknown>;
 
 type Id = string | number;
 
 export class DirectLane {
   private readonly served = new Map<string, Serve>();
-  /** Requests being served here, by id: what a `$/cancelRequest` for them cancels. */
-  private readonly running = new Map<Id, CancellationTokenSource>();
+  /** Requests being served here, by id: what a `$/cancelRequest` for them aborts. */
+  private readonly running = new Map<Id, AbortController>();
   /** Messages handed to the library's queue and not yet dispatched from it. */
   private readonly queued = new WeakSet<Message>();
   private queuedCount = 0;
@@ -45,9 +45,9 @@ export class DirectLane {
   take(message: Message): boolean {
     const m = message as { method?: string; id?: Id; params?: { id?: Id } };
     if (m.method === '$/cancelRequest') {
-      const source = m.params?.id === undefined ? undefined : this.running.get(m.params.id);
-      source?.cancel();
-      return source !== undefined;
+      const running = m.params?.id === undefined ? undefined : this.running.get(m.params.id);
+      running?.abort();
+      return running !== undefined;
     }
     const serve = m.method === undefined ? undefined : this.served.get(m.method);
     if (serve === undefined || m.id === undefined || this.queuedCount > 0) {
@@ -56,11 +56,10 @@ export class DirectLane {
       return false;
     }
     const id = m.id;
-    const source = new CancellationTokenSource();
-    this.running.set(id, source);
-    void serve(m.params, source.token).then((answer) => {
-      if (this.running.get(id) === source) this.running.delete(id);
-      source.dispose();
+    const cancel = new AbortController();
+    this.running.set(id, cancel);
+    void serve(m.params, cancel.signal).then((answer) => {
+      if (this.running.get(id) === cancel) this.running.delete(id);
       this.reply(answer instanceof ResponseError ? { jsonrpc: '2.0', id, error: answer.toJson() } : { jsonrpc: '2.0', id, result: answer ?? null });
     });
     return true;

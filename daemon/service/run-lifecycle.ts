@@ -26,7 +26,8 @@ import type { DaemonRun } from '../provider.js';
 import type { Lease, RunLedger, RunPatch, StoredRun } from '../store/run-ledger.js';
 import { boundedResult } from './output-budget.js';
 import type { OwnedRunHost } from './run-hosting.js';
-import { hashToken, mintToken, type RunOwner, type StartAnswer } from './run-ownership.js';
+import { isoNow } from '../../common/iso-now.js';
+import { mintToken, type RunOwner, type StartAnswer } from './run-ownership.js';
 import { handedOver } from './run-recovery.js';
 import type { LiveRun, RunTable } from './run-table.js';
 
@@ -77,9 +78,10 @@ export class RunLifecycle {
     const identity: SubagentStartEvent = { runId: host.runId, provider, id: run.id, local: run.localAgent !== undefined };
     const continues = lineage.continues;
     // A continuation keeps its run's token (the owner re-attaches with the one it holds).
-    const runToken = continues === undefined ? mintToken() : '';
-    const tokenHash = continues?.tokenHash ?? hashToken(runToken);
-    const startedAt = continues?.startedAt ?? new Date().toISOString();
+    const minted = continues === undefined ? mintToken() : undefined;
+    const runToken = minted?.token ?? '';
+    const tokenHash = continues?.tokenHash ?? minted!.hash;
+    const startedAt = continues?.startedAt ?? isoNow();
     let resolveSettled!: (result: SubagentResult) => void;
     let rejectSettled!: (error: unknown) => void;
     const settled = new Promise<SubagentResult>((resolve, reject) => {
@@ -182,7 +184,7 @@ export class RunLifecycle {
       reject(error);
       return;
     }
-    record.settledAt = new Date().toISOString();
+    record.settledAt = isoNow();
     if (record.state === 'running') record.state = 'settled';
     // The one line per run end an operator greps for (the start is logged in publish).
     this.runLines.info(

@@ -14,6 +14,7 @@ import { mkdir, open, rm, type FileHandle } from 'node:fs/promises';
 import { sessionFilePath } from '../ops/paths.js';
 import type { SessionEvent, SessionHeader } from '../../protocol/index.js';
 import { describeWriteFault, errnoOf } from './state-faults.js';
+import { isoNow } from '../../common/iso-now.js';
 
 export class SessionWriteError extends Error {
   override readonly name = 'SessionWriteError';
@@ -169,19 +170,6 @@ export class SessionLog {
 
 function stamp(event: SessionEvent): SessionEvent {
   return event.at === undefined ? { ...event, at: isoNow() } : event;
-}
-
-let stampedMs = Number.NaN;
-let stampedIso = '';
-
-/** The time as ISO 8601; formatted once a millisecond (a busy child appends many events in one). */
-function isoNow(): string {
-  const ms = Date.now();
-  if (ms !== stampedMs) {
-    stampedMs = ms;
-    stampedIso = new Date(ms).toISOString();
-  }
-  return stampedIso;
 }
 
 /** Creates `path` exclusively (0600), making its dir first only if it is missing. */
