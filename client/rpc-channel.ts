@@ -7,6 +7,10 @@
  * caller's timeout), and later calls fail at once instead of writing into a dead socket. When the
  * daemon said why it closed the connection (its "closing: …" error with id null), that reason is
  * the DAEMON_UNAVAILABLE error's: in its message and in `data.reason`.
+ *
+ * The hot path: answers resolve as they are read, never ahead of an earlier message
+ * (inbound-order.ts), and a run's start and dispose skip the library's request machinery
+ * (direct-requests.ts); the rules above hold for them alike.
  */
 import {
   CancellationTokenSource,
