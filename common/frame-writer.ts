@@ -4,9 +4,10 @@
  * stream write. vscode-jsonrpc's own writer writes the header and the body apart, each awaited
  * under a lock, so its messages never share a syscall.
  *
- * A batch is a tick (`'tick'`, until the nextTick queue runs: the client, whose requests should
- * leave at once) or an event-loop turn (`'turn'`, until the next check phase: the daemon, whose
- * notifications of one turn then share a write). A subclass may cut a batch short with
+ * A batch is a tick (`'tick'`: the client, whose requests should leave at once: the first frame
+ * of a tick is written when it is queued, and the frames queued after it in the same tick, a
+ * burst of starts, share one write when the nextTick queue runs) or an event-loop turn (`'turn'`,
+ * until the next check phase: the daemon, whose notifications of one turn then share a write). A subclass may cut a batch short with
  * `flushNow` (the daemon does for its replies: a client waits on each, and the next check phase
  * is a whole loop iteration away).
  *
@@ -46,12 +47,21 @@ class FrameBatch {
     this.waiting.push(done);
     if (this.scheduled) return;
     this.scheduled = true;
-    if (this.span === 'tick') process.nextTick(() => this.flush());
-    else setImmediate(() => this.flush());
+    if (this.span === 'turn') {
+      setImmediate(() => this.flush());
+      return;
+    }
+    // The tick's first frame goes now; the tick stays open for the frames that follow it.
+    this.write();
+    process.nextTick(() => this.flush());
   }
 
   flush(): void {
     this.scheduled = false;
+    this.write();
+  }
+
+  private write(): void {
     const waiting = this.waiting;
     if (waiting.length === 0) return;
     const text = this.text;
