@@ -28,22 +28,30 @@ export class DirectRequests {
 
   constructor(private readonly writer: MessageWriter) {}
 
-  send(method: string, params: unknown, token: CancellationToken | undefined): Promise<unknown> {
+  /** Sends the request; `cancel` (or the token) asks the daemon to cancel it, once, while unanswered. */
+  send(method: string, params: unknown, token: CancellationToken | undefined): { readonly answer: Promise<unknown>; cancel(): void } {
     const id = `d${++this.next}`;
-    return new Promise((resolve, reject) => {
-      const cancel = token?.onCancellationRequested(() => void this.writer.write({ jsonrpc: '2.0', method: '$/cancelRequest', params: { id } } as Message));
+    let cancelled = false;
+    const cancel = (): void => {
+      if (cancelled || !this.waiting.has(id)) return;
+      cancelled = true;
+      void this.writer.write({ jsonrpc: '2.0', method: '$/cancelRequest', params: { id } } as Message);
+    };
+    const answer = new Promise<unknown>((resolve, reject) => {
+      const listening = token?.onCancellationRequested(cancel);
       this.waiting.set(id, {
         resolve: (result) => {
-          cancel?.dispose();
+          listening?.dispose();
           resolve(result);
         },
         reject: (error) => {
-          cancel?.dispose();
+          listening?.dispose();
           reject(error);
         },
       });
       this.writer.write({ jsonrpc: '2.0', id, method, params } as Message).catch((error: unknown) => this.settle(id)?.reject(error));
     });
+    return { answer, cancel };
   }
 
   /** An inbound message: true when it answered a request of ours (settled here). */

@@ -137,10 +137,13 @@ export class RpcChannel {
     const invalid = type.checkParams(params);
     if (invalid) return Promise.reject(invalidParams(type.method, invalid));
     return new Promise<R>((resolve, reject) => {
-      // A source of our own only where the timeout must cancel too; else the caller's token (or none).
-      const source = options.timeoutMs === undefined ? undefined : new CancellationTokenSource();
+      const direct = DIRECT.has(type.method);
+      // A source of our own only where the library's request must be cancelled by the timeout too;
+      // else the caller's token (or none). A direct request is cancelled by its own handle.
+      const source = options.timeoutMs === undefined || direct ? undefined : new CancellationTokenSource();
       const link = source && options.token?.onCancellationRequested(() => source.cancel());
       let timer: NodeJS.Timeout | undefined;
+      let cancelDirect: (() => void) | undefined;
       let settled = false;
       const settle = (): boolean => {
         if (settled) return false;
@@ -158,6 +161,7 @@ export class RpcChannel {
         const ms = options.timeoutMs;
         timer = setTimeout(() => {
           source?.cancel();
+          cancelDirect?.();
           fail(
             new SubagentError(
               'DAEMON_UNRESPONSIVE',
@@ -172,8 +176,11 @@ export class RpcChannel {
       const declared: RequestType<unknown, unknown, SubagentErrorData> = type;
       let sent: Promise<unknown>;
       try {
-        const token = source?.token ?? options.token;
-        sent = DIRECT.has(type.method) ? this.direct.send(type.method, params, token) : this.connection.sendRequest(declared, params, token);
+        if (direct) {
+          const call = this.direct.send(type.method, params, options.token);
+          cancelDirect = call.cancel;
+          sent = call.answer;
+        } else sent = this.connection.sendRequest(declared, params, source?.token ?? options.token);
       } catch (error) {
         fail(fromWire(error, lost));
         return;

@@ -195,6 +195,19 @@ describe('cancellation', { timeout: 5000 }, () => {
     expect(peer.wireCount('subagent/start')).toBe(0);
   });
 
+  it('a start the daemon does not answer in startTimeoutMs rejects DAEMON_UNRESPONSIVE and is cancelled on the wire, once', async () => {
+    const { peer, service } = await setup(
+      { handlers: { 'subagent/start': () => new Promise(() => undefined) } },
+      { startTimeoutMs: 150 },
+    );
+    const error = await startRemote(service).catch((failure: unknown) => failure);
+    expect(error).toMatchObject({ code: 'DAEMON_UNRESPONSIVE' });
+    expect((error as Error).message).toMatch(/did not answer subagent\/start within 150 ms/);
+    await until(() => peer.cancelled.length > 0, 1000, 'the cancel to arrive');
+    expect(peer.cancelled).toEqual(['subagent/start']);
+    expect(peer.wireCount('$/cancelRequest')).toBe(1);
+  });
+
   it('an abort before readiness cancels the pending start ($/cancelRequest) and rejects with the daemon answer', async () => {
     const { peer, service } = await setup({
       handlers: {
