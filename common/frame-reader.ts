@@ -1,10 +1,12 @@
 /**
- * The client's MessageReader: frames from the daemon (FrameSplitter) parsed straight into
- * messages for vscode-jsonrpc, without the library's reader (a copy per chunk and a promise per
- * message; see frame-splitter.ts).
+ * MessageReaders on the shared frame splitter (frame-splitter.ts). `SplitMessageReader` feeds a
+ * stream's chunks to the splitter and its close and errors to vscode-jsonrpc; each reader says
+ * what a body becomes. The daemon's is guarded (daemon/connection/guarded-reader.ts); the
+ * client's is `FrameMessageReader`, in place of the library's reader (a copy per chunk and a
+ * promise per message).
  *
- * The daemon is trusted to speak the protocol, so there is no envelope check here (the client's
- * RpcChannel checks every payload against its declaration). Failures:
+ * The daemon is trusted to speak the protocol, so the client's reader checks no envelope (the
+ * client's RpcChannel checks every payload against its declaration). Failures:
  * - a frame whose body is not a JSON object is reported on `onError` and dropped: its boundary
  *   was sound, so the messages after it are still read;
  * - framing that goes bad (no valid Content-Length, a body over the limit) is fatal: reported on
@@ -20,21 +22,24 @@ import { FrameSplitter, type SplitLimits } from './frame-splitter.js';
  */
 export const CLIENT_FRAME_LIMITS: SplitLimits = { maxFrameBytes: 256 * 1024 * 1024, maxHeaderBytes: 8 * 1024 };
 
-export class FrameMessageReader extends AbstractMessageReader {
-  private callback: DataCallback | undefined;
-  private readonly splitter: FrameSplitter;
+/**
+ * A MessageReader over FrameSplitter: the stream's chunks go to the splitter, its close and
+ * errors to the library; subclasses turn each body into messages (`deliver`).
+ */
+export abstract class SplitMessageReader extends AbstractMessageReader {
+  protected callback: DataCallback | undefined;
+  protected readonly splitter: FrameSplitter;
 
   constructor(
-    private readonly readable: Readable,
-    private readonly onFatal: (problem: string) => void = () => undefined,
-    limits: SplitLimits = CLIENT_FRAME_LIMITS,
+    protected readonly readable: Readable,
+    limits: SplitLimits,
+    onFatal: (problem: string) => void,
   ) {
     super();
-    this.splitter = new FrameSplitter(limits, (buffer, start, end) => this.deliver(buffer, start, end), (problem) => {
-      this.fireError(new Error(`unreadable framing from the peer: ${problem}`));
-      this.onFatal(problem);
-    });
+    this.splitter = new FrameSplitter(limits, (buffer, start, end) => this.deliver(buffer, start, end), onFatal);
   }
+
+  protected abstract deliver(buffer: Buffer, start: number, end: number): void;
 
   listen(callback: DataCallback): Disposable {
     this.callback = callback;
@@ -54,8 +59,17 @@ export class FrameMessageReader extends AbstractMessageReader {
       },
     };
   }
+}
 
-  private deliver(buffer: Buffer, start: number, end: number): void {
+export class FrameMessageReader extends SplitMessageReader {
+  constructor(readable: Readable, onFatal: (problem: string) => void = () => undefined, limits: SplitLimits = CLIENT_FRAME_LIMITS) {
+    super(readable, limits, (problem) => {
+      this.fireError(new Error(`unreadable framing from the peer: ${problem}`));
+      onFatal(problem);
+    });
+  }
+
+  protected deliver(buffer: Buffer, start: number, end: number): void {
     let message: unknown;
     try {
       message = JSON.parse(buffer.toString('utf8', start, end));

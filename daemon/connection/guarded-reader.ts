@@ -15,8 +15,8 @@
  *    response that is dropped is only counted and logged, never answered.
  */
 import type { Readable } from 'node:stream';
-import { AbstractMessageReader, type DataCallback, type Disposable, type Message } from 'vscode-jsonrpc/node';
-import { FrameSplitter } from '../../common/frame-splitter.js';
+import type { Message } from 'vscode-jsonrpc/node';
+import { SplitMessageReader } from '../../common/frame-reader.js';
 import { DEFAULT_MAX_FRAME_BYTES, JSONRPC_ERRORS } from '../../protocol/index.js';
 
 export interface FrameLimits {
@@ -43,13 +43,11 @@ export type Violation =
   | { readonly kind: 'fatal'; readonly message: string };
 
 
-export class GuardedMessageReader extends AbstractMessageReader {
-  private readonly splitter: FrameSplitter;
-  private callback: DataCallback | undefined;
+export class GuardedMessageReader extends SplitMessageReader {
   private dead = false;
 
   constructor(
-    private readonly readable: Readable,
+    readable: Readable,
     private readonly limits: FrameLimits,
     private readonly onViolation: (violation: Violation) => void,
     /** Hears each request handed to the connection, by id (to count unanswered requests). */
@@ -57,8 +55,7 @@ export class GuardedMessageReader extends AbstractMessageReader {
     /** Offered each sound message first; true when it took it (the connection's DirectLane). */
     private readonly take: (message: Message) => boolean = () => false,
   ) {
-    super();
-    this.splitter = new FrameSplitter(limits, (buffer, start, end) => this.deliver(buffer, start, end), (problem) => {
+    super(readable, limits, (problem) => {
       this.dead = true;
       this.onViolation({ kind: 'fatal', message: problem });
     });
@@ -75,26 +72,7 @@ export class GuardedMessageReader extends AbstractMessageReader {
     this.splitter.resume(); // what was already buffered
   }
 
-  listen(callback: DataCallback): Disposable {
-    this.callback = callback;
-    const onData = (chunk: Buffer): void => this.splitter.push(chunk);
-    const onClose = (): void => this.fireClose();
-    const onError = (error: Error): void => this.fireError(error);
-    this.readable.on('data', onData);
-    this.readable.on('close', onClose);
-    this.readable.on('end', onClose);
-    this.readable.on('error', onError);
-    return {
-      dispose: () => {
-        this.readable.off('data', onData);
-        this.readable.off('close', onClose);
-        this.readable.off('end', onClose);
-        this.readable.off('error', onError);
-      },
-    };
-  }
-
-  private deliver(buffer: Buffer, start: number, end: number): void {
+  protected deliver(buffer: Buffer, start: number, end: number): void {
     if (this.dead) return;
     let message: unknown;
     try {
