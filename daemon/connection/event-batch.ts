@@ -14,10 +14,11 @@
  * Inside a batch events keep their order across runs: consecutive events of one run share a
  * stretch (`{runId, events}`), and a run that interleaves with another starts a new stretch.
  *
- * The JSON is built as events come (one `JSON.stringify` per event), so the bound is measured
- * on what is sent and nothing is serialised twice.
+ * The JSON is built as events come, so the bound is measured on what is sent and nothing is
+ * serialised twice: a session event's JSON is the one its session log made (session-event-json.ts).
  */
 import { RunEventsNotification, type RunEvent } from '../../protocol/index.js';
+import { sessionEventJson } from '../store/session-event-json.js';
 
 export interface BatchBounds {
   /** Events in one notification (the schema allows far more: MAX_BATCHED_EVENTS). */
@@ -50,7 +51,7 @@ export class RunEventBatch {
   }
 
   add(runId: string, event: RunEvent): void {
-    const json = JSON.stringify(event);
+    const json = runEventJson(event);
     const sameRun = runId === this.lastRunId;
     const piece = sameRun ? `,${json}` : `${this.count === 0 ? '' : ']},'}{"runId":${JSON.stringify(runId)},"events":[${json}`;
     if (this.count > 0 && this.body.length + piece.length > this.bounds.maxChars) {
@@ -81,4 +82,9 @@ export class RunEventBatch {
     this.lastRunId = undefined;
     this.send(json, events);
   }
+}
+
+/** `JSON.stringify(event)`, a session event's part taken from its session log's serialisation. */
+function runEventJson(event: RunEvent): string {
+  return event.kind === 'session' ? `{"kind":"session","event":${sessionEventJson(event.event)}}` : JSON.stringify(event);
 }

@@ -6,6 +6,7 @@
  * it from the result as well as from the marker.
  */
 import { boundDiagnostic, capBlocks, truncationNote, TRUNCATION_MARKER, type RunEvent, type SubagentResult } from '../../protocol/index.js';
+import { sessionEventJson } from '../store/session-event-json.js';
 
 export class StreamBudget {
   private used = 0;
@@ -20,7 +21,7 @@ export class StreamBudget {
   /** The event to send in place of `event`: itself, the marker (once), or nothing. */
   admit(event: RunEvent): RunEvent | undefined {
     if (this.cut) return undefined;
-    const size = event.kind === 'session' ? JSON.stringify(event.event).length : event.kind === 'retry' ? JSON.stringify(event).length : Buffer.byteLength(event.text, 'utf8');
+    const size = event.kind === 'session' ? sessionEventJson(event.event).length : event.kind === 'retry' ? JSON.stringify(event).length : Buffer.byteLength(event.text, 'utf8');
     if (this.used + size <= this.capBytes) {
       this.used += size;
       return event;

@@ -13,6 +13,7 @@
 import { mkdir, open, rm, type FileHandle } from 'node:fs/promises';
 import { sessionFilePath } from '../ops/paths.js';
 import type { SessionEvent, SessionHeader } from '../../protocol/index.js';
+import { rememberSessionEventJson } from './session-event-json.js';
 import { describeWriteFault, errnoOf } from './state-faults.js';
 import { isoNow } from '../../common/iso-now.js';
 
@@ -89,11 +90,16 @@ export class SessionLog {
     return this.log;
   }
 
-  /** Stamps `at`, keeps the event in memory and queues its line for this turn's write. Returns the stored event. */
+  /**
+   * Stamps `at`, keeps the event in memory and queues its line for this turn's write. Returns the
+   * stored event, its JSON kept for the stream (session-event-json.ts).
+   */
   append(event: SessionEvent): SessionEvent {
     const stored = stamp(event);
     this.log.push(stored);
-    this.queued += `${JSON.stringify(stored)}\n`;
+    const json = JSON.stringify(stored);
+    rememberSessionEventJson(stored, json);
+    this.queued += `${json}\n`;
     if (!this.scheduled) {
       this.scheduled = true;
       setImmediate(() => this.writeQueued());
