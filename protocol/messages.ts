@@ -17,6 +17,7 @@ import {
   arr,
   bool,
   count,
+  discriminated,
   empty,
   int,
   intFrom,
@@ -601,7 +602,8 @@ export type RetryEvent = Infer<typeof retryEvent>;
 
 /** Streamed progress of a run, sent only when the start asked for `stream`. */
 const runEvent = splitOn(
-  oneOf(
+  discriminated(
+    'kind',
     obj({ kind: oneOfValues(['text-delta', 'reasoning-delta']), text: str(MAX_TEXT_BYTES) }, ['kind', 'text']),
     obj({ kind: literal('session'), event: sessionEvent }, ['kind', 'event']),
     retryEvent,
