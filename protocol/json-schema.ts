@@ -93,24 +93,27 @@ export const record = <T>(values: Schema<T>, maxProperties?: number): Schema<Rec
 export const oneOf = <V extends readonly Schema<unknown>[]>(...variants: V): Schema<Infer<V[number]>> => schema({ oneOf: variants });
 
 /**
- * Exactly one of object variants told apart by the value of `key` (a `const` or an `enum` in each,
- * no value in two): accepts what `oneOf` would, but as one `if`/`then` per variant on that value,
- * so a check runs only the variant the value names. A `oneOf` runs every variant and builds an
- * error for each that fails: on a hot path (a batch's run events) several times the cost.
+ * Exactly one of object variants told apart by the value of `key`: a `const` or an `enum` in
+ * each, required, no value in two. A `oneOf` with an OpenAPI `discriminator`: the wire's Ajv
+ * (validation.ts) then checks only the variant the value names, where a plain `oneOf` (or an
+ * `if`/`then` per variant) runs every variant and builds an error object for each that fails,
+ * several times the cost on a hot path (a batch's run events). A validator that ignores
+ * `discriminator` reads the same `oneOf`, and accepts the same values.
  */
 export const discriminated = <V extends readonly Schema<unknown>[]>(key: string, ...variants: V): Schema<Infer<V[number]>> => {
-  const tags = variants.map((variant) => {
+  const seen = new Set<unknown>();
+  for (const variant of variants) {
     const tag = ((variant['properties'] ?? {}) as Record<string, JsonSchema>)[key];
     const values = tag?.['enum'] ?? (tag && 'const' in tag ? [tag['const']] : undefined);
-    if (!Array.isArray(values)) throw new Error(`discriminated: a variant without a const or enum '${key}'`);
-    return { variant, values: values as unknown[] };
-  });
-  return schema({
-    type: 'object',
-    required: [key],
-    properties: { [key]: { enum: tags.flatMap((tag) => tag.values) } },
-    allOf: tags.map(({ variant, values }) => ({ if: { properties: { [key]: { enum: values } } }, then: variant })),
-  });
+    if (!Array.isArray(values) || !(variant['required'] as unknown[] | undefined)?.includes(key)) {
+      throw new Error(`discriminated: a variant without a required const or enum '${key}'`);
+    }
+    for (const value of values) {
+      if (seen.has(value)) throw new Error(`discriminated: '${key}' ${JSON.stringify(value)} names two variants`);
+      seen.add(value);
+    }
+  }
+  return schema({ type: 'object', required: [key], discriminator: { propertyName: key }, oneOf: variants });
 };
 
 /** LSP's `integer | string` (ids, tokens); string bounds apply to the string. */

@@ -3,8 +3,9 @@
  * builder (json-schema.ts): each is the JSON Schema Ajv checks and, through `Infer`, the type
  * both sides use. The messages themselves are declared in messages.ts.
  *
- * Content blocks and session events are checked with `if`/`then` (so a failure names the exact
- * field of the variant, e.g. `/prompt/1/text`); their types are the seam's (seam.ts), not derived.
+ * Content blocks and session events are told apart by their `type` (`discriminated`: only the
+ * variant named is checked, so a failure names the exact field of that variant, e.g.
+ * `/prompt/1/text`); their types are the seam's (seam.ts), not derived.
  * They are shared definitions, compiled once and referenced (`$ref`), which keeps each message's
  * validator small.
  */
@@ -15,6 +16,7 @@ import {
   bool,
   count,
   declared,
+  discriminated,
   literal,
   matching,
   nonEmpty,
@@ -54,21 +56,11 @@ import type {
 export const DEFINITIONS_ID = 'subagentd';
 const ref = <T>(name: keyof typeof definitions) => declared<T>({ $ref: `${DEFINITIONS_ID}#/definitions/${name}` });
 
-const contentBlockDefinition: JsonSchema = {
-  type: 'object',
-  required: ['type'],
-  properties: { type: { enum: ['text', 'image'] } },
-  allOf: [
-    {
-      if: { properties: { type: { const: 'text' } } },
-      then: obj({ type: literal('text'), text: str(MAX_TEXT_BYTES) }, ['type', 'text']),
-    },
-    {
-      if: { properties: { type: { const: 'image' } } },
-      then: obj({ type: literal('image'), data: str(MAX_TEXT_BYTES), mimeType: nonEmpty(255) }, ['type', 'data', 'mimeType']),
-    },
-  ],
-};
+const contentBlockDefinition: JsonSchema = discriminated(
+  'type',
+  obj({ type: literal('text'), text: str(MAX_TEXT_BYTES) }, ['type', 'text']),
+  obj({ type: literal('image'), data: str(MAX_TEXT_BYTES), mimeType: nonEmpty(255) }, ['type', 'data', 'mimeType']),
+);
 export const content = arr(ref<ContentBlock>('contentBlock'), 1000);
 
 export const usage = seamShaped<Usage>()(
@@ -82,38 +74,14 @@ const at = str(64);
 const toolCall = obj({ id: nonEmpty(512), name: nonEmpty(256), arguments: str(MAX_TEXT_BYTES) }, ['id', 'name', 'arguments']);
 const turnEndReason = oneOfValues(['completed', 'max-tokens', 'aborted', 'blocked', 'error', 'max-steps', 'interrupted']);
 
-const sessionEventDefinition: JsonSchema = {
-  type: 'object',
-  required: ['type'],
-  properties: {
-    type: { enum: ['user/message', 'steering/message', 'assistant/message', 'tool/result', 'usage', 'turn/end'] },
-  },
-  allOf: [
-    {
-      if: { properties: { type: { enum: ['user/message', 'steering/message'] } } },
-      then: obj({ type: anyValue, content, at }, ['type', 'content']),
-    },
-    {
-      if: { properties: { type: { const: 'assistant/message' } } },
-      then: obj({ type: anyValue, content, reasoning: str(MAX_TEXT_BYTES), toolCalls: arr(toolCall, 256), at }, ['type', 'content']),
-    },
-    {
-      if: { properties: { type: { const: 'tool/result' } } },
-      then: obj({ type: anyValue, callId: nonEmpty(512), name: nonEmpty(256), content, isError: bool, at }, [
-        'type',
-        'callId',
-        'name',
-        'content',
-        'isError',
-      ]),
-    },
-    { if: { properties: { type: { const: 'usage' } } }, then: obj({ type: anyValue, usage, at }, ['type', 'usage']) },
-    {
-      if: { properties: { type: { const: 'turn/end' } } },
-      then: obj({ type: anyValue, reason: turnEndReason, diagnostic: str(8192), at }, ['type', 'reason']),
-    },
-  ],
-};
+const sessionEventDefinition: JsonSchema = discriminated(
+  'type',
+  obj({ type: oneOfValues(['user/message', 'steering/message']), content, at }, ['type', 'content']),
+  obj({ type: literal('assistant/message'), content, reasoning: str(MAX_TEXT_BYTES), toolCalls: arr(toolCall, 256), at }, ['type', 'content']),
+  obj({ type: literal('tool/result'), callId: nonEmpty(512), name: nonEmpty(256), content, isError: bool, at }, ['type', 'callId', 'name', 'content', 'isError']),
+  obj({ type: literal('usage'), usage, at }, ['type', 'usage']),
+  obj({ type: literal('turn/end'), reason: turnEndReason, diagnostic: str(8192), at }, ['type', 'reason']),
+);
 export const sessionEvent = ref<SessionEvent>('sessionEvent');
 
 const definitions = { contentBlock: contentBlockDefinition, sessionEvent: sessionEventDefinition };

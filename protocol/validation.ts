@@ -42,13 +42,19 @@ export function describeAjvError(error: ErrorObject | undefined, wording: Failur
   if (!error) return { field: '/', reason: 'is invalid', message: '/ is invalid' };
   const missing = error.keyword === 'required' ? `/${pointerToken(error.params['missingProperty'])}` : '';
   const extra = error.keyword === 'additionalProperties' ? `/${pointerToken(error.params['additionalProperty'])}` : '';
-  const field = `${error.instancePath}${missing}${extra}` || '/';
+  // A `discriminated` value whose tag names no variant: the tag is the field that is wrong.
+  const tag = error.keyword === 'discriminator' ? `/${pointerToken(error.params['tag'])}` : '';
+  const field = `${error.instancePath}${missing}${extra}${tag}` || '/';
   const why =
     error.keyword === 'required'
       ? 'is required'
       : error.keyword === 'additionalProperties'
         ? (wording.unknownKey ?? 'is not allowed')
-        : (error.message ?? 'is invalid');
+        : error.keyword === 'discriminator'
+          ? error.params['error'] === 'mapping'
+            ? 'must be equal to one of the allowed values'
+            : 'must be string'
+          : (error.message ?? 'is invalid');
   const allowed = wording.listAllowed && error.keyword === 'enum' ? ` (${(error.params['allowedValues'] as unknown[]).join(', ')})` : '';
   const reason = `${why}${allowed}`;
   return { field, reason, message: `${field} ${reason}` };
@@ -79,8 +85,9 @@ let wireAjv: AjvInstance | undefined;
 function wireCompiler(): AjvInstance {
   if (!wireAjv) {
     // No meta-schema check of our schemas at run time (it compiles the whole draft-07 meta-schema):
-    // test/schema-meta.spec.ts checks them once.
-    wireAjv = newAjv({ allErrors: false, strict: false, allowUnionTypes: true, validateSchema: false });
+    // test/schema-meta.spec.ts checks them once. `discriminator`: a `discriminated` value
+    // (json-schema.ts) is checked against the one variant its tag names.
+    wireAjv = newAjv({ allErrors: false, strict: false, allowUnionTypes: true, validateSchema: false, discriminator: true });
     wireAjv.addSchema(SHARED_DEFINITIONS);
   }
   return wireAjv;

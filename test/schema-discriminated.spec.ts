@@ -1,11 +1,12 @@
 /**
  * `discriminated` (protocol/json-schema.ts): object variants told apart by one key accept exactly
- * what `oneOf` of the same variants accepts, and a value of no known kind fails at that key. The
- * run events of `run/event` and `run/events` are declared with it.
+ * what `oneOf` of the same variants accepts, whether or not the Ajv knows `discriminator`; a
+ * failure names the field within the variant, or the key when no variant has its value. Run
+ * events, session events and content blocks are declared with it.
  */
 import { describe, expect, it } from 'vitest';
 import { discriminated, literal, obj, oneOf, oneOfValues, str } from '../protocol/json-schema.js';
-import { lazyValidator } from '../protocol/validation.js';
+import { describeAjvError, lazyValidator, newAjv } from '../protocol/validation.js';
 import { RunEventNotification } from '../protocol/index.js';
 
 const variants = [
@@ -14,6 +15,8 @@ const variants = [
 ] as const;
 const byTag = lazyValidator(discriminated('kind', ...variants));
 const byOneOf = lazyValidator(oneOf(...variants));
+const plainAjv = newAjv({ strict: false });
+const ignoringTag = plainAjv.compile(discriminated('kind', ...variants));
 
 const values: unknown[] = [
   { kind: 'a', text: 'ok' },
@@ -35,18 +38,25 @@ const values: unknown[] = [
 
 describe('discriminated', () => {
   it('accepts exactly what oneOf of the same variants accepts', () => {
-    for (const value of values) expect(byTag(value) === undefined, JSON.stringify(value)).toBe(byOneOf(value) === undefined);
+    for (const value of values) {
+      expect(byTag(value) === undefined, JSON.stringify(value)).toBe(byOneOf(value) === undefined);
+      expect(ignoringTag(value), JSON.stringify(value)).toBe(byOneOf(value) === undefined);
+    }
     expect(values.filter((value) => byTag(value) === undefined)).toEqual([{ kind: 'a', text: 'ok' }, { kind: 'b', text: 'ok' }, { kind: 'c', n: { x: '1' } }]);
   });
 
   it('names the field that fails within the variant, or the key when no variant has its value', () => {
     expect(byTag({ kind: 'c', n: { x: 'far too long' } })?.field).toBe('/n/x');
-    expect(byTag({ kind: 'd', text: 'ok' })?.field).toBe('/kind');
+    expect(byTag({ kind: 'd', text: 'ok' })?.message).toBe('/kind must be equal to one of the allowed values');
+    expect(byTag({ kind: 7, text: 'ok' })?.message).toBe('/kind must be string');
     expect(byTag({ text: 'ok' })?.message).toBe('/kind is required');
+    expect(describeAjvError({ keyword: 'discriminator', instancePath: '/a~1b', schemaPath: '#', params: { error: 'mapping', tag: 'kind', tagValue: 'x' } }).field).toBe('/a~1b/kind');
   });
 
-  it('refuses a variant without a const or enum at the key', () => {
-    expect(() => discriminated('kind', obj({ kind: str() }, ['kind']))).toThrow(/without a const or enum 'kind'/);
+  it('refuses variants it cannot tell apart', () => {
+    expect(() => discriminated('kind', obj({ kind: str() }, ['kind']))).toThrow(/without a required const or enum 'kind'/);
+    expect(() => discriminated('kind', obj({ kind: literal('a') }))).toThrow(/without a required const or enum 'kind'/);
+    expect(() => discriminated('kind', obj({ kind: literal('a') }, ['kind']), obj({ kind: oneOfValues(['b', 'a']) }, ['kind']))).toThrow(/'kind' "a" names two variants/);
   });
 
   it('checks run events: each kind against its own variant', () => {
@@ -58,5 +68,9 @@ describe('discriminated', () => {
     expect(check({ kind: 'session', text: 'hi' })?.message).toBe('/event/event is required');
     expect(check({ kind: 'text-delta', text: 'hi', event: {} })?.field).toBe('/event/event');
     expect(check({ kind: 'thinking', text: 'hi' })?.field).toBe('/event/kind');
+    expect(check({ kind: 'session', event: { type: 'usage', usage: {} } })?.message).toBe('/event/event/usage/promptTokens is required');
+    expect(check({ kind: 'session', event: { type: 'user/message', content: [{ type: 'text', text: 'a' }, { type: 'image', data: 'x' }] } })?.message).toBe(
+      '/event/event/content/1/mimeType is required',
+    );
   });
 });
