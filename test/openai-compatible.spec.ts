@@ -7,7 +7,7 @@ import {
   retryDelayMs,
   type OpenAICompatibleOptions,
 } from '../daemon/agent/model/openai-compatible.js';
-import { MISSING_TOOL_RESULT, chatMessagesFor, toChatMessages } from '../daemon/agent/model/chat-messages.js';
+import { MISSING_TOOL_RESULT, chatMessagesFor, chatMessagesJsonFor, toChatMessages } from '../daemon/agent/model/chat-messages.js';
 import { reasoningToSend } from '../daemon/agent/model/deepseek.js';
 import { endpointFromEnv } from '../daemon/agent/model/endpoint-config.js';
 import {
@@ -83,6 +83,7 @@ describe('openai-compatible adapter: streaming', () => {
     const sent = server.requests[0]!;
     expect(sent.path).toBe('/v1/chat/completions');
     expect(sent.headers.authorization).toBe('Bearer test-key');
+    expect(sent.headers['content-type']).toBe('application/json');
     expect(sent.body.model).toBe('deepseek-chat');
     expect(sent.body.stream).toBe(true);
     expect(sent.body.stream_options).toEqual({ include_usage: true });
@@ -691,6 +692,8 @@ describe('toChatMessages', () => {
     for (const event of full) {
       log.push(event);
       expect(chatMessagesFor('deepseek-reasoner', 'sys', log)).toEqual(toChatMessages('deepseek-reasoner', 'sys', log));
+      // The kept JSON text (what the adapter sends) is exactly the messages' JSON, placeholders included.
+      expect(chatMessagesJsonFor('deepseek-reasoner', 'sys', log)).toBe(JSON.stringify(toChatMessages('deepseek-reasoner', 'sys', log)));
     }
     // The pending call "b" was answered later: the placeholder sent meanwhile is not kept.
     expect(chatMessagesFor('deepseek-reasoner', 'sys', log).filter((m) => m.role === 'tool' && m.tool_call_id === 'b')).toEqual([
@@ -701,8 +704,10 @@ describe('toChatMessages', () => {
   it('rebuilds when the log was changed other than by appending, or the model changed', () => {
     const log: SessionEvent[] = [userSays('one'), userSays('two')];
     chatMessagesFor('m', '', log);
+    chatMessagesJsonFor('m', '', log);
     log[1] = userSays('replaced');
     expect(chatMessagesFor('m', '', log)).toEqual([{ role: 'user', content: 'one' }, { role: 'user', content: 'replaced' }]);
+    expect(JSON.parse(chatMessagesJsonFor('m', '', log))).toEqual([{ role: 'user', content: 'one' }, { role: 'user', content: 'replaced' }]);
     log.splice(1, 1);
     expect(chatMessagesFor('m', '', log)).toEqual([{ role: 'user', content: 'one' }]);
     expect(chatMessagesFor('m', 'new system', log)[0]).toEqual({ role: 'system', content: 'new system' });

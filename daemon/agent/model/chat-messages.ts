@@ -1,5 +1,6 @@
 /**
- * Session events -> OpenAI chat-completions messages, kept in the form the adapter sends.
+ * Session events -> OpenAI chat-completions messages, kept in the form the adapter sends, and
+ * their JSON text, both extended step by step as the log grows.
  */
 import type { ContentBlock, SessionEvent } from '../../../protocol/index.js';
 import { reasoningToSend } from './deepseek.js';
@@ -62,10 +63,19 @@ function toolContent(blocks: readonly ContentBlock[], isError: boolean): string 
  * result was never logged gets `MISSING_TOOL_RESULT` in the request (not in the kept history: the
  * result may still come); a result that answers no outstanding call is dropped (the API rejects
  * such a message).
+ *
+ * The JSON text of the settled messages is kept too and extended by the new ones only: a request
+ * body serialized whole costs O(history) per step (the SDK's encoder, with its replacer, was a
+ * quarter of an agent's CPU at step ~1000). Settled messages are never changed once pushed, so
+ * their text stays theirs. The price: the text is held beside the messages (about the history's
+ * size again, per live child of this adapter).
  */
 class ChatHistory {
-  /** Messages settled for good. */
+  /** Messages settled for good (never changed once pushed). */
   private readonly settled: WireMessage[] = [];
+  /** `settled[0 .. jsonCount)` as JSON, comma-separated, without brackets. */
+  private settledJson = '';
+  private jsonCount = 0;
   /** Tool calls not answered yet, in order. */
   private readonly pending = new Set<string>();
   /** User messages logged while calls were outstanding: sent after their results. */
@@ -87,11 +97,33 @@ class ChatHistory {
   }
 
   messages(events: readonly SessionEvent[]): WireMessage[] {
+    this.consume(events);
+    const tail = this.tail();
+    return tail.length === 0 ? this.settled.slice() : [...this.settled, ...tail];
+  }
+
+  /** `JSON.stringify(this.messages(events))`, serializing only what is new since the last call. */
+  json(events: readonly SessionEvent[]): string {
+    this.consume(events);
+    for (; this.jsonCount < this.settled.length; this.jsonCount++) {
+      this.settledJson += `${this.jsonCount === 0 ? '' : ','}${JSON.stringify(this.settled[this.jsonCount])}`;
+    }
+    const tail = this.tail();
+    if (tail.length === 0) return `[${this.settledJson}]`;
+    const tailJson = JSON.stringify(tail).slice(1, -1);
+    return `[${this.settledJson}${this.settledJson === '' ? '' : ','}${tailJson}]`;
+  }
+
+  private consume(events: readonly SessionEvent[]): void {
     for (; this.consumed < events.length; this.consumed++) this.add(events[this.consumed]!);
     this.lastSeen = events[this.consumed - 1];
-    if (this.pending.size === 0 && this.deferred.length === 0) return this.settled.slice();
+  }
+
+  /** What goes after the settled messages in this request: placeholders for unanswered calls, then deferred user messages. */
+  private tail(): WireMessage[] {
+    if (this.pending.size === 0 && this.deferred.length === 0) return [];
     const missing = [...this.pending].map((id): WireMessage => ({ role: 'tool', tool_call_id: id, content: MISSING_TOOL_RESULT }));
-    return [...this.settled, ...missing, ...this.deferred];
+    return [...missing, ...this.deferred];
   }
 
   private add(event: SessionEvent): void {
@@ -149,13 +181,22 @@ class ChatHistory {
 /** Histories by log: the agent loop passes a child's event array by identity on every step. */
 const histories = new WeakMap<readonly SessionEvent[], ChatHistory>();
 
-export function chatMessagesFor(model: string, system: string, events: readonly SessionEvent[]): WireMessage[] {
+function historyFor(model: string, system: string, events: readonly SessionEvent[]): ChatHistory {
   let history = histories.get(events);
   if (history === undefined || !history.follows(events, model, system)) {
     history = new ChatHistory(model, system);
     histories.set(events, history);
   }
-  return history.messages(events);
+  return history;
+}
+
+export function chatMessagesFor(model: string, system: string, events: readonly SessionEvent[]): WireMessage[] {
+  return historyFor(model, system, events).messages(events);
+}
+
+/** The JSON text of `chatMessagesFor(...)`, equal to its `JSON.stringify`, kept per log like the messages. */
+export function chatMessagesJsonFor(model: string, system: string, events: readonly SessionEvent[]): string {
+  return historyFor(model, system, events).json(events);
 }
 
 /** The same conversion from scratch, for one-off use (and to check the incremental one). */

@@ -12,7 +12,10 @@
  *   `: keep-alive` never reach us through the SDK, so they cannot keep a stalled stream alive) and
  *   a ceiling on the whole step, retries included;
  * - conversion of the session log to chat messages, with DeepSeek's `reasoning_content` rule
- *   delegated to `deepseek.ts`.
+ *   delegated to `deepseek.ts`;
+ * - the request body sent as JSON text we build, not as an object the SDK serializes: the
+ *   messages' text is kept per child and only extended each step (chat-messages.ts), so a step's
+ *   encoding cost does not grow with the history. The text is exactly the body's JSON.
  *
  * Over 400 lines on purpose: the retry policy, the two watchdogs and the stream's assembly act on
  * one request's state and decide together when a step has failed; the message conversion already
@@ -32,7 +35,7 @@ import {
   type ModelStep,
   type ModelStepRequest,
 } from './model-adapter.js';
-import { chatMessagesFor } from './chat-messages.js';
+import { chatMessagesFor, chatMessagesJsonFor } from './chat-messages.js';
 
 export interface OpenAICompatibleOptions {
   /** Base URL of the API, e.g. `https://api.deepseek.com` (the SDK appends `/chat/completions`). */
@@ -197,9 +200,19 @@ interface AttemptState {
   gotData: boolean;
 }
 
+/** The body's JSON text, with the messages' text (already serialized) spliced in. */
+function encodeBody(body: ChatCompletionCreateParamsStreaming, messagesJson: string): string {
+  const { model, messages: _serialized, ...rest } = body;
+  // `rest` always holds `stream`, so its text is never the empty object.
+  return `{"model":${JSON.stringify(model)},"messages":${messagesJson},${JSON.stringify(rest).slice(1)}`;
+}
+
+const JSON_CONTENT = { 'content-type': 'application/json' };
+
 async function streamOnce(
   client: OpenAI,
   body: ChatCompletionCreateParamsStreaming,
+  encoded: string,
   signal: AbortSignal,
   state: AttemptState,
   onChunk: () => void,
@@ -218,7 +231,8 @@ async function streamOnce(
     }
   };
 
-  const stream = await client.chat.completions.create(body, { signal, maxRetries: 0 });
+  // A string body with its content type is sent as it is; `stream` is still read from `body`.
+  const stream = await client.chat.completions.create(body, { signal, maxRetries: 0, body: encoded, headers: JSON_CONTENT });
   let text = '';
   let reasoning = '';
   let finishReason: string | undefined;
@@ -376,6 +390,7 @@ export function createOpenAICompatibleAdapter(options: OpenAICompatibleOptions):
       }));
     }
     if (options.maxTokens !== undefined) body.max_tokens = options.maxTokens;
+    const encoded = encodeBody(body, chatMessagesJsonFor(request.model, request.system, request.events));
 
     // One controller per step: the caller's signal and both watchdogs abort it with a ModelError
     // as the reason, and the first reason wins.
@@ -409,7 +424,7 @@ export function createOpenAICompatibleAdapter(options: OpenAICompatibleOptions):
         const state: AttemptState = { gotData: false };
         try {
           armIdle();
-          return await streamOnce(client, body, controller.signal, state, armIdle, request.onDelta, request.maxTextBytes);
+          return await streamOnce(client, body, encoded, controller.signal, state, armIdle, request.onDelta, request.maxTextBytes);
         } catch (err) {
           disarmIdle();
           if (controller.signal.aborted) throw controller.signal.reason;
