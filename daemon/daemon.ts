@@ -20,6 +20,7 @@ import {
   type StatusResult,
 } from '../protocol/index.js';
 import { createToken, tokenPathFor, writeTokenFile } from '../common/daemon-token.js';
+import { isoTime } from '../common/iso-time.js';
 import { ClientConnection } from './connection/client-connection.js';
 import type { DaemonProvider } from './provider.js';
 import { SubagentService } from './service/subagent-service.js';
@@ -130,12 +131,12 @@ export function createDaemon(options: DaemonOptions): Daemon {
   faults.attach(log);
   // Only the lock holder reaps: ACP agents a killed predecessor left running (see agent-groups.ts).
   void reapAgentGroups(agentGroupsDir(options.stateDir), log).catch((error: unknown) => log.error({ err: error }, 'reaping orphaned agents failed'));
-  const startedAt = new Date();
+  const startedAt = Date.now();
   const identity: DaemonIdentity = {
     name: 'subagentd',
     version: packageVersion(),
     pid: process.pid,
-    startedAt: startedAt.toISOString(),
+    startedAt: isoTime(startedAt),
     epoch: randomBytes(12).toString('base64url'),
   };
   const index = new RunIndex(files.runIndex, undefined, faults);
@@ -204,7 +205,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
   const status = (): StatusResult => ({
     daemon: identity,
     protocolVersion: PROTOCOL_VERSION,
-    uptimeMs: Date.now() - startedAt.getTime(),
+    uptimeMs: Date.now() - startedAt,
     ...(socketPath !== undefined && { socket: socketPath }),
     stateDir: options.stateDir,
     connections: connections.size,

@@ -2,7 +2,8 @@
  * What the daemon process pays at start: the built CLI's `daemon` command, a real process on a
  * real socket. It loads only the daemon's own code; the client side, the faces, the model and
  * agent SDKs, the search engine, Ajv (the config file has a validator built ahead of time) and,
- * outside a cluster, the NATS client load when first used. Node's compile cache is written before
+ * outside a cluster, the NATS client load when first used; ICU's time-zone data is never asked for
+ * (common/iso-time.ts). Node's compile cache is written before
  * the daemon accepts connections (so a killed daemon still leaves it), and a cache dir that
  * cannot be made costs nothing but the cache.
  */
@@ -51,7 +52,7 @@ async function startDaemon(env: NodeJS.ProcessEnv, nodeFlags: string[] = []): Pr
   }
 }
 
-it('loads only the daemon at start: no client side, faces, SDKs, search engine, Ajv or NATS client', async () => {
+it('loads only the daemon at start: no client side, faces, SDKs, search engine, Ajv, NATS client or ICU time zone', async () => {
   dir = mkdtempSync(join(tmpdir(), 'subagentd-startup-'));
   const log = join(dir, 'loads.txt');
   await startDaemon(baseEnv({ SUBAGENTD_TEST_LOAD_LOG: log, XDG_CACHE_HOME: join(dir, 'cache') }), ['--import', RECORDER]);
@@ -77,6 +78,8 @@ it('loads only the daemon at start: no client side, faces, SDKs, search engine, 
   expect(loaded.filter((url) => unwanted.some((part) => url.includes(part)))).toEqual([]);
   // The config validator built ahead of time needs one of Ajv's small runtime helpers, not Ajv.
   expect(loaded.filter((url) => url.includes('/node_modules/ajv/') && !url.includes('/node_modules/ajv/dist/runtime/'))).toEqual([]);
+  // No Date method that asks ICU for the time zone (timestamps come from common/iso-time.ts).
+  expect(loaded.filter((line) => line.startsWith('date:'))).toEqual([]);
 });
 
 it('has written the compile cache by the time it accepts connections, so a killed daemon leaves it', async () => {

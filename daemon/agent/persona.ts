@@ -3,6 +3,7 @@
  * variable and every pair of braces must be a well-formed placeholder; anything else fails
  * loudly rather than reaching the model half-rendered. Single braces are plain text.
  */
+import { isoTime } from '../../common/iso-time.js';
 
 export class TemplateError extends Error {
   override readonly name = 'TemplateError';
@@ -57,7 +58,7 @@ export function personaVariables(
   return {
     ...configured,
     cwd: builtin.cwd,
-    date: (builtin.now ?? new Date()).toISOString().slice(0, 10),
+    date: isoTime((builtin.now ?? new Date()).getTime()).slice(0, 10),
     provider: builtin.provider,
     depth: String(builtin.depth),
   };

@@ -26,6 +26,7 @@ import { createAcpProvider } from '../providers/acp/index.js';
 import { AgentGroups, agentGroupsDir } from '../providers/acp/agent-groups.js';
 import type { ProviderRegistry } from '../service/provider-registry.js';
 import type { SettingsStatus } from '../../protocol/index.js';
+import { isoTime } from '../../common/iso-time.js';
 
 const RESTART_ONLY = ['socket', 'stateDir', 'limits', 'tools', 'persona', 'personaVars', 'maxSteps', 'providerModules', 'tcp', 'requireToken', 'maxFrameBytes'] as const;
 
@@ -48,7 +49,7 @@ export class DaemonSettings {
   private generation = 0;
   private attempts = 0;
   private lastError: string | undefined;
-  private loadedAt = new Date().toISOString();
+  private loadedAt = isoTime();
   private envFileLoaded = false;
   private readonly startConfig: DaemonConfig;
   private readonly envFile: string;
@@ -125,7 +126,7 @@ export class DaemonSettings {
       this.unregisterAcp = this.acp.map((provider) => this.register(provider));
     }
     this.generation += 1;
-    this.loadedAt = new Date().toISOString();
+    this.loadedAt = isoTime();
     const status = this.status();
     this.log.info({ config: this.configPath, envFile: this.envFile, generation: this.generation, restartNeeded: status.restartNeeded }, 'settings reloaded');
     return status;

@@ -6,6 +6,7 @@
  */
 import { readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { selfIdentity, stillRunning, type ProcessIdentity } from '../../common/process-identity.js';
+import { isoTime } from '../../common/iso-time.js';
 import { StartupError, startupFailure } from './startup-error.js';
 
 export class StateDirLockedError extends StartupError {
@@ -14,7 +15,7 @@ export class StateDirLockedError extends StartupError {
 
 export function acquireStateLock(path: string): () => void {
   const self = selfIdentity();
-  const body = JSON.stringify({ ...self, startedAt: new Date().toISOString() });
+  const body = JSON.stringify({ ...self, startedAt: isoTime() });
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
       writeFileSync(path, body, { flag: 'wx', mode: 0o600 });

@@ -6,6 +6,7 @@
  * reads nothing more; otherwise it rewrites the archive from the first run the count keeps.
  */
 import type { RunIndex } from './run-index.js';
+import { isoTime } from '../../common/iso-time.js';
 
 export interface RetentionLimits {
   /** Days a run (or session log) is kept after it settled (or was last written). */
@@ -21,7 +22,7 @@ export const DEFAULT_SESSION_RETENTION: RetentionLimits = { maxAgeDays: 14, maxC
 export function pruneRuns(index: RunIndex, limits: RetentionLimits, now = Date.now()): number {
   const archive = index.archive;
   const from = Math.max(0, archive.count - limits.maxCount);
-  const cutoff = new Date(now - limits.maxAgeDays * 86_400_000).toISOString();
+  const cutoff = isoTime(now - limits.maxAgeDays * 86_400_000);
   const young = (run: { settledAt?: string; startedAt: string }): boolean => (run.settledAt ?? run.startedAt) >= cutoff;
   const oldest = archive.at(from);
   if (from === 0 && (oldest === undefined || young(oldest))) return 0;
