@@ -1,11 +1,11 @@
 /**
  * What the daemon process pays at start: the built CLI's `daemon` command, a real process on a
- * real socket. It loads only the daemon's own code; the client side, the faces, the model and
- * agent SDKs, the search engine, Ajv (the config file has a validator built ahead of time) and,
- * outside a cluster, the NATS client load when first used; ICU's time-zone data is never asked for
- * (common/iso-time.ts). Node's compile cache is written before
- * the daemon accepts connections (so a killed daemon still leaves it), and a cache dir that
- * cannot be made costs nothing but the cache.
+ * real socket. It loads only the daemon's own code; the client side, the faces, the in-process
+ * agent runtime (loop, tools, workspace), the model and agent SDKs, the search engine, Ajv (the
+ * config file has a validator built ahead of time) and, outside a cluster, the NATS client load
+ * when first used, and ICU's time-zone data is never asked for (common/iso-time.ts). Node's
+ * compile cache is written before the daemon accepts connections (so a killed daemon still leaves
+ * it), and a cache dir that cannot be made costs nothing but the cache.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -52,7 +52,7 @@ async function startDaemon(env: NodeJS.ProcessEnv, nodeFlags: string[] = []): Pr
   }
 }
 
-it('loads only the daemon at start: no client side, faces, SDKs, search engine, Ajv, NATS client or ICU time zone', async () => {
+it('loads only the daemon at start: no client side, faces, agent runtime, SDKs, search engine, Ajv, NATS client or ICU time zone', async () => {
   dir = mkdtempSync(join(tmpdir(), 'subagentd-startup-'));
   const log = join(dir, 'loads.txt');
   await startDaemon(baseEnv({ SUBAGENTD_TEST_LOAD_LOG: log, XDG_CACHE_HOME: join(dir, 'cache') }), ['--import', RECORDER]);
@@ -74,6 +74,11 @@ it('loads only the daemon at start: no client side, faces, SDKs, search engine, 
     '/node_modules/re2js/',
     '/node_modules/@nats-io/',
     '/dist/daemon/cluster/',
+    // The in-process agent runtime loads at the first child (in-process-runtime.ts).
+    '/dist/daemon/agent/agent-loop.js',
+    '/dist/daemon/agent/child-agent.js',
+    '/dist/daemon/agent/tools/',
+    '/dist/daemon/workspace/',
   ];
   expect(loaded.filter((url) => unwanted.some((part) => url.includes(part)))).toEqual([]);
   // The config validator built ahead of time needs one of Ajv's small runtime helpers, not Ajv.

@@ -7,15 +7,15 @@
 import { randomUUID } from 'node:crypto';
 import { SubagentError, type SessionEvent, type SessionHeader } from '../../../protocol/index.js';
 import type { DaemonProvider, ProviderStartRequest } from '../../provider.js';
-import { DEFAULT_MAX_STEPS } from '../../agent/agent-loop.js';
-import { ChildAgent } from '../../agent/child-agent.js';
+import type { ChildAgent } from '../../agent/child-agent.js';
 import { ModelError, type ResolvedModel } from '../../agent/model/model-adapter.js';
 import { DEFAULT_PERSONA, interpolate, personaVariables } from '../../agent/persona.js';
 import type { InProcessProviderOptions } from './in-process-options.js';
-import { InProcessRun, RestoredRun, type RunTracker } from './in-process-run.js';
-import { restoreChild } from './restore-child.js';
-import { prepareChild } from './prepare-child.js';
-import { reportTool } from '../../agent/tools/report-tool.js';
+import type { InProcessRun, RunTracker } from './in-process-run.js';
+
+/** The agent runtime, loaded at the first start or restore (see in-process-runtime.ts). */
+let runtime: Promise<typeof import('./in-process-runtime.js')> | undefined;
+const agentRuntime = (): Promise<typeof import('./in-process-runtime.js')> => (runtime ??= import('./in-process-runtime.js'));
 
 export interface InProcessProvider extends DaemonProvider {
   start(request: ProviderStartRequest): Promise<InProcessRun>;
@@ -54,6 +54,7 @@ export function createInProcessProvider(flavour: Flavour, options: InProcessProv
       if (tracker.closed) throw new SubagentError('SHUTTING_DOWN', `provider "${flavour.name}" has been disposed`);
       const aborted = (): SubagentError => new SubagentError('ABORTED', 'start was cancelled before the child was ready');
       if (request.signal.aborted) throw aborted();
+      const { ChildAgent, DEFAULT_MAX_STEPS, InProcessRun, prepareChild, reportTool } = await agentRuntime();
 
       const id = randomUUID();
       let child: ChildAgent | undefined;
@@ -105,6 +106,7 @@ export function createInProcessProvider(flavour: Flavour, options: InProcessProv
 
     async restore(childId, context) {
       if (tracker.closed) throw new SubagentError('SHUTTING_DOWN', `provider "${flavour.name}" has been disposed`);
+      const { restoreChild, RestoredRun } = await agentRuntime();
       const child = await restoreChild(flavour.name, childId, context, options);
       return new RestoredRun(child, context.result, tracker);
     },
