@@ -5,7 +5,6 @@ import { createBuiltinProviders } from '../daemon/builtin-providers.js';
 import { ConfigError } from '../daemon/config.js';
 import { createDaemon } from '../daemon/daemon.js';
 import { DaemonSettings } from '../daemon/ops/reload.js';
-import { Delegation } from '../daemon/service/delegation.js';
 import { DEFAULT_ADMISSION_LIMITS } from '../daemon/store/admission-queue.js';
 import { createLogger } from '../daemon/ops/logger.js';
 import { stateFiles } from '../daemon/ops/paths.js';
@@ -58,7 +57,10 @@ export async function daemonCommand(argv: string[]): Promise<number> {
   // Reloadable: the model settings and ACP providers follow `subagentd reload` / SIGHUP.
   const reloadable = new DaemonSettings(settings.configPath, settings.config, settings.stateDir, env, log);
   // Nested delegation: spawn/fork children get the subagent tool, mounted once the service exists.
-  const delegation = settings.config.delegation ? new Delegation(settings.config.delegation) : undefined;
+  // It and the tool (about 10 modules) load only when configured.
+  const delegation = settings.config.delegation
+    ? new (await import('../daemon/service/delegation.js')).Delegation(settings.config.delegation)
+    : undefined;
   const [spawnProvider, forkProvider] = createBuiltinProviders(
     { ...settings.config, providers: [] },
     settings.stateDir,

@@ -1,11 +1,11 @@
 /**
  * What the daemon process pays at start: the built CLI's `daemon` command, a real process on a
  * real socket. It loads only the daemon's own code; the client side, the faces, the in-process
- * agent runtime (loop, tools, workspace), the model and agent SDKs, the search engine, Ajv (the
- * config file has a validator built ahead of time) and, outside a cluster, the NATS client load
- * when first used, and ICU's time-zone data is never asked for (common/iso-time.ts). Node's
- * compile cache is written before the daemon accepts connections (so a killed daemon still leaves
- * it), and a cache dir that cannot be made costs nothing but the cache.
+ * agent runtime (loop, tools, workspace), nested delegation and its tool, the model and agent
+ * SDKs, the search engine, Ajv (the config file has a validator built ahead of time) and, outside
+ * a cluster, the NATS client load when first used, and ICU's time-zone data is never asked for
+ * (common/iso-time.ts). Node's compile cache is written before the daemon accepts connections (so
+ * a killed daemon still leaves it), and a cache dir that cannot be made costs nothing but the cache.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -79,6 +79,9 @@ it('loads only the daemon at start: no client side, faces, agent runtime, SDKs, 
     '/dist/daemon/agent/child-agent.js',
     '/dist/daemon/agent/tools/',
     '/dist/daemon/workspace/',
+    // Nested delegation and its subagent tool load only when the config asks for them.
+    '/dist/daemon/service/delegation.js',
+    '/dist/tool/',
   ];
   expect(loaded.filter((url) => unwanted.some((part) => url.includes(part)))).toEqual([]);
   // The config validator built ahead of time needs one of Ajv's small runtime helpers, not Ajv.
