@@ -1,6 +1,12 @@
-/** common/iso-time.ts: the same text as Date.prototype.toISOString, without asking ICU for the time zone. */
+/**
+ * common/iso-time.ts: the same text as Date.prototype.toISOString, without asking ICU for the time
+ * zone, and the daemon's only way to write one.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import { isoTime } from '../common/iso-time.js';
+import { REPO } from './support/daemon-process.js';
 
 it('matches toISOString across the years 0–9999, to the millisecond', () => {
   const samples = [0, 1, 999, 86_399_999, Date.UTC(2026, 11, 3, 14, 5, 9, 123), Date.UTC(2000, 1, 29, 23, 59, 59, 999), Date.UTC(0, 0, 1), Date.UTC(9999, 11, 31, 23, 59, 59, 999), -1];
@@ -26,4 +32,19 @@ it('defaults to now', () => {
   const stamp = Date.parse(isoTime());
   expect(stamp).toBeGreaterThanOrEqual(before);
   expect(stamp).toBeLessThanOrEqual(Date.now());
+});
+
+it('is how the daemon writes timestamps: no toISOString in daemon/ or common/ outside iso-time.ts', () => {
+  const offenders: string[] = [];
+  for (const room of ['daemon', 'common']) {
+    for (const entry of readdirSync(join(REPO, room), { recursive: true, withFileTypes: true })) {
+      if (!entry.isFile() || !entry.name.endsWith('.ts')) continue;
+      const path = join(entry.parentPath, entry.name);
+      if (path.endsWith(join('common', 'iso-time.ts'))) continue;
+      readFileSync(path, 'utf8')
+        .split('\n')
+        .forEach((line, i) => line.includes('.toISOString(') && offenders.push(`${path.slice(REPO.length + 1)}:${i + 1}`));
+    }
+  }
+  expect(offenders).toEqual([]);
 });

@@ -16,6 +16,7 @@
  * - The executing member checks the claim before it brings the child back (`assertClaimed`):
  *   a continuation the key does not name is refused with RUN_STATE, and never runs.
  */
+import { isoTime } from '../../common/iso-time.js';
 import { SubagentError } from '../../protocol/index.js';
 import { sessionKeyOf, type ClusterRun } from './cluster-run.js';
 import type { RunRecords } from './run-records.js';
@@ -46,7 +47,7 @@ async function claim(records: Records, headId: string, childId: string, nextRunI
     if (holder && !(await claimIsOver(records, holder))) {
       throw new SubagentError('RUN_STATE', `child ${childId} is already being continued by run ${holder.runId}; resume it once that run settles`);
     }
-    const claimed: ClusterRun = { ...head.record, continuedBy: { runId: nextRunId, at: new Date().toISOString() } };
+    const claimed: ClusterRun = { ...head.record, continuedBy: { runId: nextRunId, at: isoTime() } };
     try {
       await records.transition(headId, claimed, head.revision);
       return () => release(records, headId, nextRunId);

@@ -39,6 +39,7 @@
  * - Runs that outlive this member (its clients are gone with it) finish in the cluster; their
  *   outcome stays in their record.
  */
+import { isoTime } from '../../common/iso-time.js';
 import { SubagentError, type ContentBlock, type SubagentResult } from '../../protocol/index.js';
 import type { DaemonProvider, DaemonRun, ProviderStartRequest, RestoreContext, RunHost } from '../provider.js';
 import { movedAway, ownerMovedFrom, sessionKeyOf, type ClusterRun, type QueuedStart } from './cluster-run.js';
@@ -96,7 +97,7 @@ async function submit(provider: string, request: ProviderStartRequest, front: Fr
     ownerMember: front.relay.memberId,
     provider,
     state: 'queued',
-    queuedAt: new Date().toISOString(),
+    queuedAt: isoTime(),
     request: queued,
     attempt: 0,
     ...(report && { reports: true }),
@@ -144,7 +145,7 @@ async function launch(
   const cancel = async (): Promise<void> => {
     if (latest.state === 'queued') {
       const seen = front.scheduler.records.seen(runId);
-      const aborted: ClusterRun = { ...latest, state: 'settled', settledAt: new Date().toISOString(), result: { output: [], stopReason: 'aborted' } };
+      const aborted: ClusterRun = { ...latest, state: 'settled', settledAt: isoTime(), result: { output: [], stopReason: 'aborted' } };
       const dequeued = seen && (await front.scheduler.records.transition(runId, aborted, seen.revision).then(() => true, () => false));
       if (dequeued) return;
     }
@@ -175,7 +176,7 @@ async function launch(
     const result: SubagentResult = { output: [], stopReason: 'aborted', diagnostic: `disposed by its owner while ${who} did not answer` };
     const seen = front.scheduler.records.seen(runId);
     if (seen?.record.state === 'running') {
-      const ended: ClusterRun = { ...seen.record, state: 'disposed', settledAt: new Date().toISOString(), result };
+      const ended: ClusterRun = { ...seen.record, state: 'disposed', settledAt: isoTime(), result };
       await front.scheduler.records.transition(runId, ended, seen.revision).catch(() => undefined); // written meanwhile: the record has the truth
     }
     settle(result);
@@ -250,7 +251,7 @@ async function queueContinuation(
     ownerMember: front.relay.memberId,
     provider: previous.provider,
     state: 'queued',
-    queuedAt: new Date().toISOString(),
+    queuedAt: isoTime(),
     request: { ...previous.request, prompt: content },
     attempt: 0,
     resumes: { runId: previous.runId, childId },
@@ -293,7 +294,7 @@ function watchHolder(latest: () => ClusterRun, front: FrontContext): () => void 
           const ended: ClusterRun = {
             ...seen.record,
             state: 'settled',
-            settledAt: new Date().toISOString(),
+            settledAt: isoTime(),
             result: { output: [], stopReason: 'error', diagnostic: error.message },
             startError: { code: 'RUN_STATE', message: error.message },
           };

@@ -26,6 +26,7 @@
  * - `close` (daemon stop) stops pulling and lets go of the runs executing here without
  *   recording an outcome: their tickets come back after ack_wait and another member continues them.
  */
+import { isoTime } from '../../common/iso-time.js';
 import { writeFile, mkdir } from 'node:fs/promises';
 import type { Logger } from 'pino';
 import { SubagentError, type ContentBlock, type InterruptLevel, type SubagentErrorCode, type SubagentResult } from '../../protocol/index.js';
@@ -216,7 +217,7 @@ export class ClusterWorker {
       mirror = begun.conduit.mirror = new SessionMirror(this.sessions, sessionKeyOf(record), begun.run.localAgent, begun.stored);
       if (!claim.takeover || record.childId === undefined) {
         await mirror.sync();
-        await this.record(execution, { childId: begun.run.id, startedAt: new Date().toISOString() });
+        await this.record(execution, { childId: begun.run.id, startedAt: isoTime() });
       }
     } catch (error) {
       mirror?.stop();
@@ -225,7 +226,7 @@ export class ClusterWorker {
         const message = error instanceof Error ? error.message : String(error);
         await this.record(execution, {
           state: 'settled',
-          settledAt: new Date().toISOString(),
+          settledAt: isoTime(),
           result: { output: [], stopReason: 'error', diagnostic: message },
           ...(!claim.takeover && { startError: { code, message } }),
         }).catch((e: unknown) => log.warn({ err: e }, 'cluster: recording a failed start failed'));
@@ -239,7 +240,7 @@ export class ClusterWorker {
     );
     // A child that settles while NATS is away keeps its outcome here until the server is back
     // (within the lease): the whole session first, then the record, then the ticket.
-    const settledAt = new Date().toISOString();
+    const settledAt = isoTime();
     await this.untilStored(execution, log, 'mirroring the session', () => mirror.sync());
     mirror.stop();
     await this.untilStored(execution, log, 'recording the outcome', () => this.record(execution, { state: 'settled', settledAt, result }));

@@ -12,6 +12,7 @@
  * - Losing a claim race (REVISION_CONFLICT) re-reads and picks again; a ticket with nothing this
  *   member can run goes back to the queue after a short delay, for another member.
  */
+import { isoTime } from '../../common/iso-time.js';
 import { SubagentError } from '../../protocol/index.js';
 import type { ClusterRun, WorkerRef } from './cluster-run.js';
 import { pickFairly } from './fair-pick.js';
@@ -91,7 +92,7 @@ export class ClusterScheduler {
         }
         if (current && current.record.lease === lease.seq) {
           if (!canRun(current.record)) return giveBack(lease);
-          const run: ClusterRun = { ...current.record, worker: this.worker, attempt: current.record.attempt + 1, claimedAt: new Date().toISOString() };
+          const run: ClusterRun = { ...current.record, worker: this.worker, attempt: current.record.attempt + 1, claimedAt: isoTime() };
           const revision = await this.records.transition(run.runId, run, current.revision).catch(() => undefined);
           if (revision === undefined) return giveBack(lease);
           return { run, revision, lease, takeover: true, ...(current.record.worker && { previous: current.record.worker }) };
@@ -102,7 +103,7 @@ export class ClusterScheduler {
       const picked = pickFairly(this.candidates(canRun), this.lastServed);
       if (!picked) break;
       const seen = this.records.seen(picked.runId)!;
-      const run: ClusterRun = { ...picked, state: 'running', worker: this.worker, lease: lease.seq, attempt: 1, claimedAt: new Date().toISOString() };
+      const run: ClusterRun = { ...picked, state: 'running', worker: this.worker, lease: lease.seq, attempt: 1, claimedAt: isoTime() };
       try {
         const revision = await this.records.transition(run.runId, run, seen.revision);
         return { run, revision, lease, takeover: false };

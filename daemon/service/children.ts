@@ -13,6 +13,7 @@
  *
  * Authority is in lineage.ts. Failures: unknown child → NOT_RESUMABLE on send, no-op on interrupt.
  */
+import { isoTime } from '../../common/iso-time.js';
 import { createHash, randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import {
@@ -102,7 +103,7 @@ export class ContinuableChildren {
       messageId,
       inbox: [],
       undelivered: [],
-      createdAt: new Date().toISOString(),
+      createdAt: isoTime(),
     });
     this.watch(started.id, started.runId);
     return { childId: started.id, messageId };

@@ -12,6 +12,7 @@
  * - At a drain's timeout, `checkpoint`: a still-running child whose provider can restore it is
  *   recorded `checkpointed` for the next daemon; its waiters get HANDED_OVER, never an outcome.
  */
+import { isoTime } from '../../common/iso-time.js';
 import type { Logger } from 'pino';
 import { SubagentError, type SubagentResult } from '../../protocol/index.js';
 import type { DaemonRun, ProviderStartRequest, RestoreContext } from '../provider.js';
@@ -45,7 +46,7 @@ export class RunRecovery {
         stopReason: 'error',
         diagnostic: `interrupted: the daemon that ran this child (pid ${run.worker.pid}) stopped before it settled; its session log is intact up to the last flushed turn`,
       };
-      interrupted.push(await this.ledger.transition(run.runId, { state: 'settled', result, settledAt: new Date().toISOString() }, run.revision));
+      interrupted.push(await this.ledger.transition(run.runId, { state: 'settled', result, settledAt: isoTime() }, run.revision));
     }
     return interrupted;
   }
@@ -61,7 +62,7 @@ export class RunRecovery {
         const diagnostic = `the checkpointed child could not be continued: ${error instanceof Error ? error.message : String(error)}`;
         this.log.error({ err: error, runId: stored.runId }, 'could not continue a checkpointed child');
         const current = (await this.ledger.get(stored.runId)) ?? stored;
-        const failed: RunPatch = { state: 'settled', settledAt: new Date().toISOString(), result: { output: [], stopReason: 'error', diagnostic } };
+        const failed: RunPatch = { state: 'settled', settledAt: isoTime(), result: { output: [], stopReason: 'error', diagnostic } };
         await this.ledger
           .transition(stored.runId, failed, current.revision)
           .catch((failure: unknown) => this.log.error({ err: failure, runId: stored.runId }, 'could not record the failed continuation'));

@@ -7,6 +7,7 @@
  *
  * `describeWriteFault` is the one wording of such a fault: the path and the errno, never a stack.
  */
+import { isoTime } from '../../common/iso-time.js';
 import type { Logger } from 'pino';
 
 export interface WriteFault {
@@ -48,7 +49,7 @@ export class StateFaults {
 
   report(path: string, error: unknown): void {
     if (this.faults.has(path)) return;
-    this.faults.set(path, { path, code: errnoOf(error), since: new Date().toISOString() });
+    this.faults.set(path, { path, code: errnoOf(error), since: isoTime() });
     this.log?.error({ file: path, code: errnoOf(error) }, `state dir degraded: ${describeWriteFault(path, error)}`);
   }
 

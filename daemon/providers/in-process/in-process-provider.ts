@@ -10,6 +10,7 @@ import type { DaemonProvider, ProviderStartRequest } from '../../provider.js';
 import type { ChildAgent } from '../../agent/child-agent.js';
 import { ModelError, type ResolvedModel } from '../../agent/model/model-adapter.js';
 import { DEFAULT_PERSONA, interpolate, personaVariables } from '../../agent/persona.js';
+import { isoTime } from '../../../common/iso-time.js';
 import type { InProcessProviderOptions } from './in-process-options.js';
 import type { InProcessRun, RunTracker } from './in-process-run.js';
 
@@ -79,7 +80,7 @@ export function createInProcessProvider(flavour: Flavour, options: InProcessProv
         delegationDepth: request.childDepth,
         provider: flavour.name,
         model: model.model,
-        createdAt: new Date().toISOString(),
+        createdAt: isoTime(),
       };
       if (request.signal.aborted) throw aborted();
 
