@@ -22,3 +22,19 @@ export function isoTime(ms: number = Date.now()): string {
 function pad(value: number, width: number): string {
   return String(value).padStart(width, '0');
 }
+
+let stampedMs = Number.NaN;
+let stampedIso = '';
+
+/**
+ * Now, formatted at most once a millisecond: a run's start and end stamps and a busy child's
+ * session events often fall in the same one, and formatting costs several times reading the clock.
+ */
+export function isoNow(): string {
+  const ms = Date.now();
+  if (ms !== stampedMs) {
+    stampedMs = ms;
+    stampedIso = isoTime(ms);
+  }
+  return stampedIso;
+}

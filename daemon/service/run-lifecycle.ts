@@ -26,7 +26,7 @@ import type { DaemonRun } from '../provider.js';
 import type { Lease, RunLedger, RunPatch, StoredRun } from '../store/run-ledger.js';
 import { boundedResult } from './output-budget.js';
 import type { OwnedRunHost } from './run-hosting.js';
-import { isoNow } from '../../common/iso-now.js';
+import { isoNow } from '../../common/iso-time.js';
 import { mintToken, type RunOwner, type StartAnswer } from './run-ownership.js';
 import { handedOver } from './run-recovery.js';
 import type { LiveRun, RunTable } from './run-table.js';

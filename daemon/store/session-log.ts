@@ -15,7 +15,7 @@ import { sessionFilePath } from '../ops/paths.js';
 import type { SessionEvent, SessionHeader } from '../../protocol/index.js';
 import { rememberSessionEventJson } from './session-event-json.js';
 import { describeWriteFault, errnoOf } from './state-faults.js';
-import { isoNow } from '../../common/iso-now.js';
+import { isoNow } from '../../common/iso-time.js';
 
 export class SessionWriteError extends Error {
   override readonly name = 'SessionWriteError';
