@@ -565,6 +565,7 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
    * Serves one declared request: params are checked against the declaration before the handler
    * runs (INVALID_REQUEST naming the field), the result after it (a result that fails is this
    * daemon's bug: INTERNAL_ERROR, logged), and a SubagentError is answered with its code.
+   * With `lane: 'direct'` the same serve also answers it as it is read, when it can (direct-lane.ts).
    */
   private handle<P, R>(
     type: WireRequest<P, R>,
