@@ -11,6 +11,7 @@ import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { Session } from 'node:inspector/promises';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import type { ContentBlock } from '../protocol/index.js';
 import { abortSignal, clients, daemonProcess } from './daemons.js';
 import { closedLoops } from './loops.js';
@@ -22,7 +23,7 @@ interface ProfileNode {
   readonly id: number;
   readonly callFrame: { readonly functionName: string; readonly url: string; readonly lineNumber: number };
 }
-interface CpuProfile {
+export interface CpuProfile {
   readonly nodes: readonly ProfileNode[];
   readonly samples: readonly number[];
 }
@@ -72,12 +73,27 @@ function printTop(title: string, top: readonly TopEntry[]): void {
 
 const PROMPT: ContentBlock[] = [{ type: 'text', text: 'echo hello from the bench' }];
 
-async function main(): Promise<void> {
-  const load = process.argv[2] === 'events' ? 'events' : 'trivial';
-  const seconds = Number(process.argv[3] ?? 5);
+export type ProfiledLoad = 'trivial' | 'events';
+
+export interface LoadProfile {
+  readonly load: ProfiledLoad;
+  /** Runs (trivial) or events (events) per second, with the profilers on. */
+  readonly perSecond: number;
+  /** CPU per run or event, µs. */
+  readonly daemonCpuUs: number;
+  readonly clientCpuUs: number;
+  readonly daemon: CpuProfile;
+  readonly client: CpuProfile;
+}
+
+/**
+ * Profiles both sides under `load` for `seconds`: the daemon under `--cpu-prof` (written to
+ * `profDir` when it exits), this process through the inspector.
+ */
+export async function profileLoad(profDir: string, load: ProfiledLoad, seconds: number): Promise<LoadProfile> {
+  // Its own teardown: the daemon writes its profile when it exits, before it is read below.
   const cleanup = new Cleanup();
-  // Kept after the run (the profiles are the output), unlike the daemon's temp dirs.
-  const profDir = mkdtempSync(join(tmpdir(), 'subagentd-profile-'));
+  let measured: Omit<LoadProfile, 'daemon'>;
   try {
     const world = makeWorld(cleanup);
     const config = { model: { default: `scripted:${world.stream}` }, limits: { maxConcurrentRuns: 256, maxRunsPerConnection: 256 } };
@@ -113,23 +129,40 @@ async function main(): Promise<void> {
     const { profile } = (await session.post('Profiler.stop')) as { profile: CpuProfile };
     session.disconnect();
     const ops = load === 'trivial' ? result.count : events;
+    measured = {
+      load,
+      perSecond: (ops / result.elapsedMs) * 1000,
+      daemonCpuUs: (daemonUsed / ops) * 1e6,
+      clientCpuUs: (clientUsed / ops) * 1e6,
+      client: profile,
+    };
+  } finally {
+    await cleanup.runAll(); // SIGTERM: the daemon exits and writes its profile
+  }
+  const daemonFile = readdirSync(profDir).find((name) => name.startsWith('CPU.'));
+  if (!daemonFile) throw new Error('the daemon wrote no CPU profile');
+  return { ...measured, daemon: JSON.parse(readFileSync(join(profDir, daemonFile), 'utf8')) as CpuProfile };
+}
+
+async function main(): Promise<void> {
+  const load: ProfiledLoad = process.argv[2] === 'events' ? 'events' : 'trivial';
+  const seconds = Number(process.argv[3] ?? 5);
+  // Kept after the run (the profiles are the output), unlike the daemon's temp dirs.
+  const profDir = mkdtempSync(join(tmpdir(), 'subagentd-profile-'));
+  {
+    const measured = await profileLoad(profDir, load, seconds);
     const unit = load === 'trivial' ? 'run' : 'event';
-    const perOp = (cpu: number): string => `${((cpu / ops) * 1e6).toFixed(1)} µs`;
     // CPU per operation moves far less with the machine's load than a rate does.
     console.log(
-      `${load}: ${Math.round((ops / result.elapsedMs) * 1000)} ${unit}s/s over ${seconds} s; CPU per ${unit}: daemon ${perOp(daemonUsed)}, ` +
-        `client ${perOp(clientUsed)} (profiler on); load average ${formatLoad()}`,
+      `${load}: ${Math.round(measured.perSecond)} ${unit}s/s over ${seconds} s; CPU per ${unit}: daemon ${measured.daemonCpuUs.toFixed(1)} µs, ` +
+        `client ${measured.clientCpuUs.toFixed(1)} µs (profiler on); load average ${formatLoad()}`,
     );
-    writeFileSync(join(profDir, 'client.cpuprofile'), JSON.stringify(profile));
-    printTop('client (this process), top self time', topSelfTime(profile, 15));
-    await cleanup.runAll(); // SIGTERM: the daemon exits and writes its profile
-    const daemonFile = readdirSync(profDir).find((name) => name.startsWith('CPU.'));
-    if (!daemonFile) throw new Error('the daemon wrote no CPU profile');
-    printTop('daemon process, top self time', topSelfTime(JSON.parse(readFileSync(join(profDir, daemonFile), 'utf8')) as CpuProfile, 15));
-  } finally {
-    await cleanup.runAll();
+    writeFileSync(join(profDir, 'client.cpuprofile'), JSON.stringify(measured.client));
+    printTop('client (this process), top self time', topSelfTime(measured.client, 15));
+    printTop('daemon process, top self time', topSelfTime(measured.daemon, 15));
   }
   console.log(`\nprofiles: ${profDir}`);
 }
 
-await main();
+// Run as a script (`node dist/bench/profile.js`), not when the bench imports profileLoad.
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) await main();

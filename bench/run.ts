@@ -13,6 +13,7 @@ import { clusterBench } from './cluster.js';
 import { facesBench } from './faces.js';
 import { REPO } from './daemons.js';
 import { longRunBench } from './long-run.js';
+import { hotPathProfile } from './hot-path-profile.js';
 import { formatLoad, machine } from './machine.js';
 import { writeBenchmarks } from './markdown.js';
 import { poolBench } from './pool.js';
@@ -49,6 +50,11 @@ const sections: SectionRun[] = [
         connections: [4, 8],
         pipelineDepth: 8,
       }),
+  },
+  {
+    name: 'profile',
+    timeoutMs: 60_000,
+    run: (cleanup) => hotPathProfile(report, cleanup, { seconds: q(5, 1), top: 12 }),
   },
   {
     name: 'children',
