@@ -10,35 +10,21 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import type { RemoteSubagentRun } from '../client/index.js';
 import { clusterNames } from '../daemon/cluster/names.js';
 import { SessionEvents } from '../daemon/cluster/session-events.js';
 import { chunk, slowTextResponse, textResponse, type StreamStep } from './support/chat-completions-server.js';
 import { clusterModelScene } from './support/cluster-model-scene.js';
 import { killAndWait, waitFor, type DaemonProcess } from './support/daemon-process.js';
-import { contentText } from './support/e2e-model-server.js';
-import { RawPeer } from './support/raw-peer.js';
 import { rejection } from './support/assertions.js';
 
 const KEY = 'owner-key-of-the-cluster-test-0123';
 const text = (value: string) => [{ type: 'text' as const, text: value }];
 const parent = { sessionId: 'cluster-continue', cwd: process.cwd() };
 
-const { scene, model, member, restart } = clusterModelScene();
+const { scene, model, member, restart, peer: rawPeer, transcript } = clusterModelScene();
 const { clients, records } = scene;
-const peers: RawPeer[] = [];
-
-// Registered after the scene, so it runs before the scene's cleanup: peers close first.
-afterEach(() => {
-  for (const peer of peers.splice(0)) peer.close();
-});
-
-const transcript = (n: number): string[] =>
-  model()
-    .messages(n)
-    .filter((m) => m.role !== 'system')
-    .map((m) => `${m.role}:${contentText(m)}`);
 
 /** The continuations a member's log reports, and where their child came from. */
 function continued(daemon: DaemonProcess): Array<{ runId: string; from: string }> {
@@ -59,6 +45,24 @@ async function rememberKiwi(front: DaemonProcess) {
   const { childId } = await children.start('spawn', { prompt: text('remember the word kiwi'), parent, label: 'memory', signal: new AbortController().signal });
   await waitFor(() => notices.length === 1, 15_000, () => 'the first settlement notice');
   return { children, notices, childId };
+}
+
+type KiwiChildren = Awaited<ReturnType<typeof rememberKiwi>>['children'];
+type Store = Awaited<ReturnType<typeof records>>;
+
+/**
+ * Asks the kiwi child its second question through `children`: its settlement notice and the
+ * model's transcript show the first turn was in context. Returns the child's two turns' records.
+ */
+async function askWhichWord(children: KiwiChildren, notices: string[], store: Store, childId: string) {
+  const before = notices.length;
+  await children.sendMessage(childId, text('which word?'), parent);
+  await waitFor(() => notices.length === before + 1, 15_000, () => 'the second settlement notice');
+  expect(notices.at(-1)).toBe('memory finished. Its closing message:\nthe word was kiwi');
+  expect(transcript(1)).toEqual(['user:remember the word kiwi', 'assistant:the first answer', 'user:which word?']);
+  const turns = [...store.all()].map((r) => r.record).filter((r) => r.childId === childId);
+  expect(turns).toHaveLength(2);
+  return turns;
 }
 
 it('a child on another member is steered through its front, resumed where it ran, and resumed on a third member from the mirror once that one is killed', async () => {
@@ -114,8 +118,7 @@ it('a message to a child whose member was killed is refused with RUN_STATE namin
   const doomed = await member();
   const store = await records();
   model().enqueue(slowTextResponse('never heard', 3000));
-  const peer = await RawPeer.initialized(front.socket, 'steerer');
-  peers.push(peer);
+  const peer = await rawPeer(front, 'steerer');
   const started = await peer.request('subagent/start', { provider: 'spawn', prompt: text('long task'), parent }, 15_000);
   const runId = (started.result as { runId: string }).runId;
   expect(store.seen(runId)?.record.worker?.pid).toBe(doomed.proc.pid);
@@ -142,12 +145,7 @@ it('a continuable child started through one member runs on another and answers i
   // The child has its report tool, relayed to the front.
   expect((model().requests[0]!.body.tools as Array<{ function: { name: string } }>).map((t) => t.function.name)).toContain('report');
 
-  await children.sendMessage(childId, text('which word?'), parent);
-  await waitFor(() => notices.length === 2, 15_000, () => 'the second settlement notice');
-  expect(notices[1]).toBe('memory finished. Its closing message:\nthe word was kiwi');
-  expect(transcript(1)).toEqual(['user:remember the word kiwi', 'assistant:the first answer', 'user:which word?']);
-  const turns = [...store.all()].map((r) => r.record).filter((r) => r.childId === childId);
-  expect(turns).toHaveLength(2);
+  const turns = await askWhichWord(children, notices, store, childId);
   expect(turns.every((r) => r.worker?.pid === worker.proc.pid && r.ownerMember !== r.worker?.id)).toBe(true);
 }, 60_000);
 
@@ -220,13 +218,8 @@ it('a continuable child survives a restart of the member its client uses: the re
   const again = (await clients.connect(restarted.socket, { ownerKey: KEY })).children!;
   const later: string[] = [];
   again.onSettled((notice) => void later.push(notice.text));
-  await again.sendMessage(childId, text('which word?'), parent);
-  await waitFor(() => later.length === 1, 15_000, () => 'the settlement notice after the restart');
-  expect(later[0]).toBe('memory finished. Its closing message:\nthe word was kiwi');
-  expect(transcript(1)).toEqual(['user:remember the word kiwi', 'assistant:the first answer', 'user:which word?']);
   // The stopping front had the worker release the first turn (its record stays settled), so the worker restored the child.
-  const turns = [...store.all()].map((r) => r.record).filter((r) => r.childId === childId);
-  expect(turns).toHaveLength(2);
+  const turns = await askWhichWord(again, later, store, childId);
   const [, second] = turns.sort((a, b) => a.queuedAt.localeCompare(b.queuedAt));
   expect(continued(worker)).toEqual([{ runId: second!.runId, from: 'mirror' }]);
 }, 60_000);
@@ -243,8 +236,7 @@ it('an after-step interrupt reaches a child on another member: its step and tool
     { done: true },
   ];
   model().enqueue({ type: 'stream', steps: slowToolStep }, textResponse(['never asked']));
-  const peer = await RawPeer.initialized(front.socket, 'interrupter');
-  peers.push(peer);
+  const peer = await rawPeer(front, 'interrupter');
   const started = await peer.request('subagent/start', { provider: 'spawn', prompt: text('task'), parent }, 15_000);
   const runId = (started.result as { runId: string }).runId;
   await model().waitForRequests(1);

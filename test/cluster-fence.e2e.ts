@@ -6,33 +6,22 @@
  * run was never queued lapses. A run re-attached through another member while it runs is
  * steered from there.
  */
-import { afterEach, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import type { RemoteSubagentRun } from '../client/index.js';
 import { SubagentError } from '../protocol/index.js';
 import { slowTextResponse, textResponse } from './support/chat-completions-server.js';
 import { clusterModelScene } from './support/cluster-model-scene.js';
 import { killAndWait } from './support/daemon-process.js';
-import { contentText } from './support/e2e-model-server.js';
 import { rejection } from './support/assertions.js';
-import { RawPeer } from './support/raw-peer.js';
 
 const text = (value: string) => [{ type: 'text' as const, text: value }];
 const parent = { sessionId: 'cluster-fence', cwd: process.cwd() };
 
-const { scene, model, member } = clusterModelScene();
+const { scene, model, member, peer: rawPeer, transcript } = clusterModelScene();
 const { clients, records } = scene;
-const peers: RawPeer[] = [];
 
-// Registered after the scene, so it runs before the scene's cleanup: peers close first.
-afterEach(() => {
-  for (const peer of peers.splice(0)) peer.close();
-});
-
-const userTurns = (n: number): string[] =>
-  model()
-    .messages(n)
-    .filter((m) => m.role === 'user')
-    .map((m) => contentText(m));
+/** The user turns of the model's `n`-th request. */
+const userTurns = (n: number): string[] => transcript(n).flatMap((line) => (line.startsWith('user:') ? [line.slice('user:'.length)] : []));
 
 it('two members racing to resume one settled child: exactly one continuation runs, the other is refused naming it, and resumes once it settled; a claim never queued lapses after 30 s', async () => {
   const a = await member(0);
@@ -107,8 +96,7 @@ it('a run re-attached through another member while it runs is steered from there
   await model().waitForRequests(1);
 
   // The client re-attaches it through B while it executes on the worker.
-  const onB = await RawPeer.initialized(b.socket, 'steer-via-b');
-  peers.push(onB);
+  const onB = await rawPeer(b, 'steer-via-b');
   expect((await onB.request('run/attach', { runId: run.id, runToken: run.runToken }, 15_000)).error).toBeUndefined();
   expect((await store.get(run.id))!.record).toMatchObject({ state: 'running', worker: { pid: worker.proc.pid } });
   const steered = await onB.request('run/sendMessage', { runId: run.id, content: text('STEER via B') }, 15_000);
@@ -116,7 +104,7 @@ it('a run re-attached through another member while it runs is steered from there
   const waited = await onB.request('run/wait', { runId: run.id }, 15_000);
   expect(waited.result).toMatchObject({ stopReason: 'completed', output: text('steered answer') });
   // The worker's child took the message at its next step.
-  expect(model().messages(1).filter((m) => m.role !== 'system').map((m) => `${m.role}:${contentText(m)}`)).toEqual([
+  expect(transcript(1)).toEqual([
     'user:Initial task',
     'assistant:first answer',
     'user:STEER via B',

@@ -5,12 +5,14 @@
  *
  * The model server starts after the scene's nats-server and closes after the scene stopped the
  * members that call it: vitest runs afterEach hooks in reverse order of registration, so its close
- * hook is registered before `clusterScene()` and its start hook after.
+ * hook is registered before `clusterScene()` and its start hook after. Raw peers a test opens
+ * close before the scene stops its members (their hook is registered after the scene's).
  */
 import { afterEach, beforeEach } from 'vitest';
 import { clusterScene, type ClusterScene } from './cluster-scene.js';
 import type { DaemonProcess } from './daemon-process.js';
-import { ModelServer } from './e2e-model-server.js';
+import { contentText, ModelServer } from './e2e-model-server.js';
+import { RawPeer } from './raw-peer.js';
 
 export interface ClusterModelScene {
   readonly scene: ClusterScene;
@@ -20,6 +22,10 @@ export interface ClusterModelScene {
   member(slots?: number, ackWaitMs?: number): Promise<DaemonProcess>;
   /** Starts an exited member again, with the model's key in its environment. */
   restart(member: DaemonProcess): Promise<DaemonProcess>;
+  /** An initialized raw peer on `member`, closed when the test ends. */
+  peer(member: DaemonProcess, name: string): Promise<RawPeer>;
+  /** The model's `n`-th request (0-based) as `role:text` lines, the system prompt left out. */
+  transcript(n: number): string[];
 }
 
 const modelKey = { env: { CLUSTER_TEST_KEY: 'k' } };
@@ -31,6 +37,10 @@ export function clusterModelScene(): ClusterModelScene {
     server = undefined;
   });
   const scene = clusterScene();
+  const peers: RawPeer[] = [];
+  afterEach(() => {
+    for (const peer of peers.splice(0)) peer.close();
+  });
   beforeEach(async () => {
     server = await ModelServer.start();
     await server.beginTest();
@@ -52,6 +62,17 @@ export function clusterModelScene(): ClusterModelScene {
     },
     restart(member) {
       return scene.restart(member, modelKey);
+    },
+    async peer(member, name) {
+      const peer = await RawPeer.initialized(member.socket, name);
+      peers.push(peer);
+      return peer;
+    },
+    transcript(n) {
+      return model()
+        .messages(n)
+        .filter((m) => m.role !== 'system')
+        .map((m) => `${m.role}:${contentText(m)}`);
     },
   };
 }
