@@ -12,6 +12,10 @@
  *   library's queue; otherwise it is held, and so is everything read after it, until they have
  *   been dispatched. Requests and notifications are passed on in order (the library queues them).
  *
+ * A notification that `takeNow` handles itself (a run's end and its events: what a waiting caller
+ * waits for) is handled as it is read under the same rule, without the library's queue and its
+ * turn: only while nothing read before it waits there.
+ *
  * `dispatched` must hear each message the library takes from its queue (the connection's
  * messageStrategy); `waiting` counts what is queued or held, so a closing connection can let the
  * last messages through before it rejects what is pending.
@@ -25,7 +29,11 @@ export class InboundOrder {
   /** Read but not passed on yet: an answer that must wait, and what came after it. */
   private held: Message[] = [];
 
-  constructor(private readonly pass: (message: Message) => void) {}
+  constructor(
+    private readonly pass: (message: Message) => void,
+    /** Handles a notification itself and says so, or leaves it to the library (false). */
+    private readonly takeNow: (message: Message) => boolean = () => false,
+  ) {}
 
   get waiting(): number {
     return this.queuedCount + this.held.length;
@@ -48,6 +56,7 @@ export class InboundOrder {
   }
 
   private hand(message: Message): void {
+    if (this.queuedCount === 0 && Message.isNotification(message) && this.takeNow(message)) return;
     // A `$/cancelRequest` is acted on when read, or queued only to be dropped: never waited for.
     if (!Message.isResponse(message) && (message as { method?: unknown }).method !== '$/cancelRequest') {
       this.queued.add(message);

@@ -21,12 +21,17 @@ import {
   type DataCallback,
   type Logger,
   type MessageConnection,
+  type Message,
   type MessageReader,
+  type NotificationMessage,
   type RequestType,
 } from 'vscode-jsonrpc/node';
 import {
   CLOSING_MESSAGE_PREFIX,
   DisposeRequest,
+  EndNotification,
+  RunEventNotification,
+  RunEventsNotification,
   StartRequest,
   SubagentError,
   invalidParams,
@@ -55,6 +60,11 @@ export interface RequestOptions {
 const DRAIN_CAP_MS = 250;
 /** The requests every run makes: sent as direct-requests.ts says, served by the daemon's direct lane. */
 const DIRECT = new Set([StartRequest.method, DisposeRequest.method]);
+/**
+ * The notifications a caller waits on: a run's end and its events, handled as they are read
+ * while nothing read before them waits in the library's queue (inbound-order.ts).
+ */
+const PROMPT = new Set([EndNotification.method, RunEventsNotification.method, RunEventNotification.method]);
 /** How long the library's close event waits for the transport's own (better) reason. */
 const CLOSE_FALLBACK_MS = 400;
 
@@ -69,6 +79,8 @@ export class RpcChannel {
   private inbound: InboundOrder | undefined;
   /** A run's start and dispose, sent and answered without the library's request machinery. */
   private readonly direct: DirectRequests;
+  /** Handlers of the notifications taken as they are read (PROMPT), by method. */
+  private readonly prompt = new Map<string, (params: unknown) => void>();
   private readonly pending = new Set<(error: SubagentError) => void>();
   private readonly lostListeners: Array<(error: SubagentError) => void> = [];
 
@@ -79,7 +91,11 @@ export class RpcChannel {
     this.direct = new DirectRequests(transport.writer);
     const reader = watchInbound(
       transport.reader,
-      (pass) => (this.inbound = new InboundOrder((message) => this.direct.take(message) || pass(message))),
+      (pass) =>
+        (this.inbound = new InboundOrder(
+          (message) => this.direct.take(message) || pass(message),
+          (message) => this.takeNow(message),
+        )),
       (reason) => (this.closingReason ??= reason),
     );
     this.connection = createMessageConnection(reader, transport.writer, libraryLogger(logger), {
@@ -202,7 +218,7 @@ export class RpcChannel {
    * `onInvalid` is given, for notifications that must never be lost (a run's end).
    */
   onNotification<P>(type: WireNotification<P>, handler: (params: P) => void, onInvalid?: (params: unknown, failure: ValidationFailure) => void): void {
-    this.connection.onNotification(type.method, (params: unknown) => {
+    const handle = (params: unknown): void => {
       const checked = type.readParams(params);
       if (!checked.ok) {
         this.logger.error(`${onInvalid ? 'refused' : 'dropped'} an invalid ${type.method} notification from ${this.describe()}: ${checked.failure.message}`);
@@ -214,7 +230,17 @@ export class RpcChannel {
       } catch (error) {
         this.logger.error(`handling ${type.method} failed`, error);
       }
-    });
+    };
+    if (PROMPT.has(type.method)) this.prompt.set(type.method, handle);
+    this.connection.onNotification(type.method, handle);
+  }
+
+  /** A notification of PROMPT with a handler, handled now (InboundOrder calls it in turn). */
+  private takeNow(message: Message): boolean {
+    const handle = this.prompt.get((message as NotificationMessage).method);
+    if (!handle || this.lostError) return false;
+    handle((message as NotificationMessage).params);
+    return true;
   }
 
   /**

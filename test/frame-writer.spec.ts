@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Message } from 'vscode-jsonrpc/node';
 import { FrameWriter } from '../common/frame-writer.js';
 import { frameOf } from '../protocol/framing.js';
+import { EndNotification } from '../protocol/index.js';
 import { CountingWriter } from '../daemon/connection/counting-writer.js';
 import { received, useSocketPairs } from './support/socket-pair.js';
 
@@ -102,17 +103,35 @@ describe('CountingWriter', () => {
     writer.dispose();
   });
 
-  it('keeps a reply in the turn\'s batch when replyAtOnce says the client is busy', async () => {
+  it("writes a run's end at once with what was queued before it, and other notifications in the turn's batch", async () => {
     const { client, server } = await socketPair();
     const writes = vi.spyOn(client, 'write');
-    const got = received(server, 2);
-    const writer = new CountingWriter(client, undefined, undefined, { replyAtOnce: () => false });
+    const got = received(server, 3);
+    const writer = new CountingWriter(client);
+    const before = writer.write(note(1));
+    expect(writes).not.toHaveBeenCalled();
+    const end = writer.write({ jsonrpc: '2.0', method: EndNotification.method, params: { runId: 'r' } } as Message);
+    expect(writes).toHaveBeenCalledTimes(1); // the end did not wait for the turn, and took the note along
+    const after = writer.write(note(2));
+    expect(writes).toHaveBeenCalledTimes(1);
+    await Promise.all([before, end, after]);
+    expect(writes).toHaveBeenCalledTimes(2);
+    expect((await got).map((m) => (m as unknown as { method: string; params: { n?: number } }).params.n ?? 'end')).toEqual([1, 'end', 2]);
+    writer.dispose();
+  });
+
+  it("keeps a reply and a run's end in the turn's batch when atOnce says the client is busy", async () => {
+    const { client, server } = await socketPair();
+    const writes = vi.spyOn(client, 'write');
+    const got = received(server, 3);
+    const writer = new CountingWriter(client, undefined, undefined, { atOnce: () => false });
+    const end = writer.write({ jsonrpc: '2.0', method: EndNotification.method, params: { runId: 'r' } } as Message);
     const reply = writer.write({ jsonrpc: '2.0', id: 7, result: {} } as Message);
     const after = writer.write(note(1));
     expect(writes).not.toHaveBeenCalled();
-    await Promise.all([reply, after]);
+    await Promise.all([end, reply, after]);
     expect(writes).toHaveBeenCalledTimes(1);
-    expect((await got).map((m) => ('id' in m ? 'reply' : 'note'))).toEqual(['reply', 'note']);
+    expect((await got).map((m) => ('id' in m ? 'reply' : (m as unknown as { params: { n?: number } }).params.n === undefined ? 'end' : 'note'))).toEqual(['end', 'reply', 'note']);
     writer.dispose();
   });
 

@@ -43,6 +43,28 @@ describe('InboundOrder', () => {
     expect(order.waiting).toBe(0);
   });
 
+  it('handles a notification it may take as it is read, but never ahead of one waiting in the queue', () => {
+    const passed: string[] = [];
+    const taken: string[] = [];
+    const order = new InboundOrder(
+      (m) => passed.push(name(m)),
+      (m) => name(m) === 'subagent/end' && taken.push(name(m)) > 0,
+    );
+    order.arrive(note('subagent/end'));
+    expect(taken).toEqual(['subagent/end']);
+    expect(order.waiting).toBe(0);
+
+    const start = note('subagent/start');
+    order.arrive(start); // not one it takes: queued in the library
+    order.arrive(note('subagent/end'));
+    order.arrive(answer(5));
+    expect(taken).toEqual(['subagent/end']);
+    expect(passed).toEqual(['subagent/start', 'subagent/end']);
+    order.dispatched(start);
+    expect(passed).toEqual(['subagent/start', 'subagent/end']); // the end waits in the queue, the answer behind it
+    expect(order.waiting).toBe(2);
+  });
+
   it('never waits for a $/cancelRequest, nor counts a dispatch it did not queue', () => {
     const passed: string[] = [];
     const order = new InboundOrder((m) => passed.push(name(m)));

@@ -191,7 +191,7 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
           if (this.unanswered.size > 0 && 'id' in message && !('method' in message)) this.handedOver(message as { result?: { runId?: unknown } });
         },
         // The reply being written still counts: more than it open means the client is not idle.
-        replyAtOnce: () => this.openCount <= 1,
+        atOnce: () => this.openCount <= 1,
       },
     );
     this.reader = new GuardedMessageReader(

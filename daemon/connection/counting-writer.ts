@@ -4,12 +4,13 @@
  * handed to the socket. That count is the daemon's measure of a client that reads slowly or not
  * at all: a frame counts from `write` until the stream took its batch's chunk.
  *
- * A reply is written at once, with whatever was queued before it, when `hooks.replyAtOnce` says
- * so (the daemon: when the client has no other request open): a client is waiting on it, and
- * the turn's batch would hold it for a loop iteration plus whatever else the turn does (a
- * trivial run's whole settle, for a start). What is queued after it (that run's events and end)
- * goes in the turn's write. A client with several requests open is busy anyway: its replies
- * share the turn's write, one syscall (and one index write) for many.
+ * A reply, or a run's end (`subagent/end`), is written at once, with whatever was queued before
+ * it, when `hooks.atOnce` says so (the daemon: when the client has no other request open): a
+ * client is waiting on it, and the turn's batch would hold it for a loop iteration plus whatever
+ * else the turn does (a trivial run's whole settle, for a start; the child's last clean-up, for an
+ * end). What is queued after it goes in the turn's write. A client with several requests open is
+ * busy anyway: its replies and ends share the turn's write, one syscall (and one index write) for
+ * many.
  *
  * `hooks.queued` hears each message once it has its place in the outgoing order (before it is
  * written): what is queued after it reaches the peer after it. `hooks.beforeWrite` is the frame
@@ -22,7 +23,7 @@
  */
 import type { Writable } from 'node:stream';
 import type { Message, NotificationMessage } from 'vscode-jsonrpc/node';
-import { frameOf, frameOfJson, RunEventsNotification, type Frame } from '../../protocol/index.js';
+import { EndNotification, frameOf, frameOfJson, RunEventsNotification, type Frame } from '../../protocol/index.js';
 import { within } from '../../common/bounded-wait.js';
 import { FrameWriter } from '../../common/frame-writer.js';
 
@@ -31,8 +32,8 @@ export interface WriterHooks {
   readonly queued?: (message: Message) => void;
   /** Runs before each message is queued (not before `writeJson`'s own). */
   readonly beforeMessage?: () => void;
-  /** Whether a reply goes out at once (see the header); without it, always. */
-  readonly replyAtOnce?: () => boolean;
+  /** Whether a reply or a run's end goes out at once (see the header); without it, always. */
+  readonly atOnce?: () => boolean;
 }
 
 /** What the error listener hears of a failed `writeJson` (its JSON is not kept as a message). */
@@ -82,7 +83,7 @@ export class CountingWriter extends FrameWriter {
     if (this.refuses(frame)) return Promise.resolve();
     const sent = this.enqueue(frame, message);
     this.hooks.queued?.(message);
-    if (isReply(message) && (this.hooks.replyAtOnce?.() ?? true)) this.flushNow();
+    if (waitedOn(message) && (this.hooks.atOnce?.() ?? true)) this.flushNow();
     return sent;
   }
 
@@ -127,6 +128,8 @@ export class CountingWriter extends FrameWriter {
 }
 
 /** A response (result or error) to a request of the peer's: it has an id and no method. */
-function isReply(message: Message): boolean {
-  return 'id' in message && !('method' in message);
+/** A reply, or a run's end: what a client that waits is waiting for. */
+function waitedOn(message: Message): boolean {
+  if (!('method' in message)) return 'id' in message;
+  return (message as NotificationMessage).method === EndNotification.method;
 }

@@ -186,17 +186,6 @@ export class RunLifecycle {
     }
     record.settledAt = isoNow();
     if (record.state === 'running') record.state = 'settled';
-    // The one line per run end an operator greps for (the start is logged in publish).
-    this.runLines.info(
-      {
-        runId: record.runId,
-        provider: record.provider,
-        owner: record.owner.id,
-        durationMs: Date.parse(record.settledAt) - Date.parse(record.startedAt),
-        stopReason: given?.stopReason ?? 'error',
-      },
-      'run ended',
-    );
     const base = { runId: record.runId, provider: record.provider, id: record.id, local: record.local };
     if (given) {
       const result = boundedResult(given, this.maxOutputBytes, record.host?.budget.truncated === true);
@@ -212,6 +201,18 @@ export class RunLifecycle {
       this.record(record, { state: record.state, settledAt: record.settledAt, result: failure, ...this.movedWorker(record) });
       this.emit(record, { kind: 'end', payload: { ...base, stopReason: 'error', error: { message } } });
     }
+    // The one line per run end an operator greps for (the start is logged in publish), written
+    // once the end has its place: the log file's write then follows the owner's.
+    this.runLines.info(
+      {
+        runId: record.runId,
+        provider: record.provider,
+        owner: record.owner.id,
+        durationMs: Date.parse(record.settledAt) - Date.parse(record.startedAt),
+        stopReason: given?.stopReason ?? 'error',
+      },
+      'run ended',
+    );
   }
 
   /** A cluster run may have moved to another member since it was recorded (a takeover): the record follows. */
