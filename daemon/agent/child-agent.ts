@@ -94,6 +94,7 @@ export class ChildAgent {
     const { host, structured } = this.config;
     structured?.reset();
     const from = this.session.events.length;
+    let ended = false;
     try {
       // The first step waits one macrotask so that whoever just received this run (the caller
       // of start or resume, in-process) can steer it before the model is first asked: a message
@@ -119,17 +120,23 @@ export class ChildAgent {
         prompt,
       );
       this.config.log.debug({ reason: outcome.reason }, 'turn ended');
-      return buildRunResult({
+      const result = buildRunResult({
         events: this.session.events.slice(from),
         cancelled: signal.aborted,
         partialText: outcome.partialText,
         ...(structured && { structured }),
       });
+      ended = true;
+      return result;
     } finally {
       this.busy = false;
       this.steering.close(); // already closed by a normal turn end; this covers a log failure
-      // Between runs the file handle is released; a resumption reopens it.
-      await this.session.close();
+      // Between runs the file handle is released; a resumption reopens it. A turn that ended
+      // has its log written and synced (its end's flush), so its result does not wait for the
+      // close, a thread-pool round trip: a close that fails then is logged. After a failure
+      // the close is awaited, and re-throws the log's write failure.
+      if (ended) this.session.close().catch((error: unknown) => this.config.log.warn({ err: error }, 'closing the session log failed'));
+      else await this.session.close();
     }
   }
 
