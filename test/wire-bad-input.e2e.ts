@@ -84,6 +84,30 @@ describe('bad messages inside sound frames get an error and the connection goes 
     peer.close();
   });
 
+  it('in a small frame, one level past the limit → -32600; at the limit, or with brackets only in strings, it is read', async () => {
+    const peer = await RawPeer.initialized(daemon.socket);
+    // The message and its params are two levels: 62 more make 64, the limit; 63 make 65.
+    const nested = (levels: number, id: number): string =>
+      `{"jsonrpc":"2.0","id":${id},"method":"providers/list","params":{"x":${'['.repeat(levels)}${']'.repeat(levels)}}}`;
+    for (const [, body] of [
+      [8, nested(63, 8)],
+      [9, nested(62, 9)],
+      [10, `{"jsonrpc":"2.0","id":10,"method":"providers/list","params":{"x":"${'['.repeat(100)}"}}`],
+    ] as const) {
+      expect(Buffer.byteLength(body)).toBeLessThan(4096);
+      peer.writeRaw(`Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    }
+    const tooDeep = await peer.waitFor((m) => m.id === 8);
+    expect(tooDeep.error?.code).toBe(-32600);
+    expect(tooDeep.error?.message).toMatch(/nested deeper than 64/);
+    for (const id of [9, 10]) {
+      const read = await peer.waitFor((m) => m.id === id);
+      expect(read.error?.message ?? '').not.toMatch(/nested deeper/);
+    }
+    await bystanderStillServed();
+    peer.close();
+  });
+
   it('an unknown method → -32601', async () => {
     const peer = await RawPeer.initialized(daemon.socket);
     const reply = await peer.request('run/teleport', {});

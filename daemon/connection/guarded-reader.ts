@@ -81,7 +81,7 @@ export class GuardedMessageReader extends SplitMessageReader {
       this.reply(null, JSONRPC_ERRORS.PARSE_ERROR, `parse error: ${(error as Error).message}`);
       return;
     }
-    const checked = checkEnvelope(message, this.limits.maxDepth);
+    const checked = checkEnvelope(message, mayNestDeeper(buffer, start, end, this.limits.maxDepth) ? this.limits.maxDepth : undefined);
     if (typeof checked === 'string') {
       const id = idOf(message);
       this.reply(id, JSONRPC_ERRORS.INVALID_REQUEST, checked);
@@ -135,7 +135,7 @@ const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'obj
  * Returns the message when its envelope is sound, a reason string when it must be answered
  * -32600, or `{ drop }` for a notification or response that is unsound (no one to answer).
  */
-function checkEnvelope(message: unknown, maxDepth: number): Message | string | { drop: string } {
+function checkEnvelope(message: unknown, maxDepth: number | undefined): Message | string | { drop: string } {
   if (Array.isArray(message)) return 'batches are not supported: send one request per frame';
   if (!isObject(message)) return 'a message must be a JSON object';
   const m = message;
@@ -156,7 +156,7 @@ function checkEnvelope(message: unknown, maxDepth: number): Message | string | {
   } else {
     return 'a message must be a request, a notification or a response';
   }
-  if (depthExceeds(message, maxDepth)) return `message nested deeper than ${maxDepth} levels`;
+  if (maxDepth !== undefined && depthExceeds(message, maxDepth)) return `message nested deeper than ${maxDepth} levels`;
   return message as Message;
 }
 
@@ -170,6 +170,23 @@ function responseProblem(m: Record<string, unknown>): string | undefined {
   // id null: the peer could not read one of our requests; nothing to correlate, only to log.
   return isId(m['id']) ? undefined : 'an error response answers no request we can name';
 }
+
+/**
+ * Whether the body could nest deeper than `maxDepth`: it cannot with no more opening brackets
+ * than that. Counting them in a small body (most messages: a start has a handful) is cheaper than
+ * walking the parsed message; a big one is walked, as counting would cost about a parse.
+ */
+function mayNestDeeper(buffer: Buffer, start: number, end: number, maxDepth: number): boolean {
+  if (end - start > SMALL_BODY_BYTES) return true;
+  let openings = 0;
+  for (let i = start; i < end; i++) {
+    const byte = buffer[i];
+    if ((byte === 0x7b || byte === 0x5b) && ++openings > maxDepth) return true;
+  }
+  return false;
+}
+
+const SMALL_BODY_BYTES = 4096;
 
 function depthExceeds(root: unknown, maxDepth: number): boolean {
   const stack: Array<[unknown, number]> = [[root, 1]];
