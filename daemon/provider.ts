@@ -41,6 +41,12 @@ export interface RunHost {
    * need not hold more than this of a reply. Absent means DEFAULT_MAX_OUTPUT_BYTES.
    */
   readonly maxOutputBytes?: number;
+  /**
+   * Whether the run's caller may steer it in the very turn its start (or resume) returns: an
+   * in-process caller may, so an in-process child takes its first step a macrotask later. False
+   * for the daemon's runs, whose callers are across a wire. Absent means it may.
+   */
+  readonly steersInTurn?: boolean;
 }
 
 export interface ProviderStartRequest extends SubagentStartRequestBase {

@@ -150,9 +150,20 @@ describe('spawn: steering', () => {
     const { provider, host, workspace, model } = await spawnWith({ steps: [{ text: 'ok' }] });
     const run = await provider.start(startRequest(workspace, host));
     expect(host.emitted).toEqual([]);
+    expect(model.steps).toHaveLength(0);
     run.sendMessage(text('early note'));
     await run.result;
     expect(types(model.steps[0]?.events ?? [])).toEqual(['user/message', 'steering/message']);
+  });
+
+  it('asks the model at once when its caller is across a wire (steersInTurn false), before start returns', async () => {
+    const { provider, host, workspace, model } = await spawnWith({ steps: [{ text: 'ok' }] });
+    const remote = { ...host, steersInTurn: false };
+    const run = await provider.start(startRequest(workspace, remote));
+    // In-process (the test above) the first step waits a macrotask; here it was asked already.
+    expect(model.steps).toHaveLength(1);
+    expect(types(model.steps[0]?.events ?? [])).toEqual(['user/message']);
+    expect((await run.result).output).toEqual(text('ok'));
   });
 
   it('takes another step rather than finishing with steering still queued', async () => {

@@ -98,10 +98,12 @@ export class ChildAgent {
     try {
       // The first step waits one macrotask so that whoever just received this run (the caller
       // of start or resume, in-process) can steer it before the model is first asked: a message
-      // sent in the same turn as the start is part of the first step. Not an ordering of
-      // messages to the owner: the service's host holds events and the end until the start is
-      // answered (daemon/service/run-hosting.ts).
-      await new Promise<void>((resolve) => setImmediate(resolve));
+      // sent in the same turn as the start is part of the first step. A caller across a wire
+      // cannot (RunHost.steersInTurn): its child steps at once, and its first model request or
+      // tool call is under way while the service answers the start. Not an ordering of messages
+      // to the owner: the service's host holds events and the end until the start is answered
+      // (daemon/service/run-hosting.ts).
+      if (host.steersInTurn !== false) await new Promise<void>((resolve) => setImmediate(resolve));
       const outcome = await runTurn(
         {
           session: this.session,

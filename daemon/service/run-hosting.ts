@@ -32,6 +32,8 @@ export class OwnedRunHost implements RunHost {
   /** Tool calls and permission prompts made before the answer, resumed when it is out. */
   private waiting: Array<() => void> | undefined;
   private runLog: Logger | undefined;
+  /** Its owner is across a wire: nobody steers the run in the turn its start returns. */
+  readonly steersInTurn = false;
 
   constructor(
     public runId: string,
