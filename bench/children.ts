@@ -1,13 +1,16 @@
 /**
  * Section 2, child agents: the `spawn` provider with the scripted model running a 5-step task
  * with tool calls. Per-run overhead in-process (the provider called directly) vs over the socket
- * (the daemon process), and scaling with 1 … 1000 concurrent children: throughput, the daemon's
+ * (the daemon process) vs the floor (the provider behind bare vscode-jsonrpc in a process of its
+ * own: what crossing processes costs without the daemon; child-floor.ts), and scaling with 1 … 1000 concurrent children: throughput, the daemon's
  * peak RSS, and the memory an idle child holds.
  */
+import { join } from 'node:path';
 import type { RemoteSubagentService, RemoteSubagentRun } from '../client/index.js';
 import { createModelResolver } from '../daemon/agent/model/model-resolver.js';
 import { createSpawnProvider } from '../daemon/providers/in-process/index.js';
 import type { ContentBlock, RunEvent, SubagentResult } from '../protocol/index.js';
+import { childFloorClient, childFloorProcess } from './child-floor.js';
 import { abortSignal, clients, daemonProcess, type DaemonProcess } from './daemons.js';
 import { interleaved, type Bounds } from './loops.js';
 import { benchHost, silentLog } from './owner.js';
@@ -45,7 +48,9 @@ export async function childAgents(report: Report, cleanup: Cleanup, world: Bench
     '2. Child agents (`spawn` provider, scripted model, 5-step run)',
     'Each run: 5 model steps replayed by the scripted model, 4 tool calls on a temp workspace (list_directory, read_file ×2, ' +
       'search_text), session log written (and fsynced at creation and at turn end) in the state dir on the local disk. ' +
-      'In-process = `createSpawnProvider` called directly with an in-process host; over the socket = the client → the daemon process.',
+      'In-process = `createSpawnProvider` called directly with an in-process host; over the socket = the client → the daemon process; ' +
+      'the floor = the same provider in a process of its own behind bare vscode-jsonrpc (bench/child-floor.ts: a start answered ' +
+      'once the child is ready, its result in one notification; no validation, run index, admission or ownership).',
   );
   const parent = { sessionId: 'bench-parent', cwd: world.workspace };
   const limits = { maxConcurrentRuns: 4096, maxRunsPerConnection: 4096, maxQueued: 4096 };
@@ -62,6 +67,9 @@ export async function childAgents(report: Report, cleanup: Cleanup, world: Bench
   cleanup.defer('dispose the in-process spawn provider', () => provider.dispose());
   const daemon = await daemonProcess(cleanup, config);
   const [service] = await clients(cleanup, daemon.socket, 1, 'children');
+  const floorSocket = join(cleanup.tempDir('subagentd-bench-floor-'), 'floor.sock');
+  await childFloorProcess(cleanup, floorSocket, world.fiveStep, `${cleanup.tempDir()}/sessions`);
+  const floor = await childFloorClient(cleanup, floorSocket);
 
   /** One child: [start answered, result in], in ms from the call. */
   const timedRun = (what: string, start: () => Promise<{ result: Promise<SubagentResult>; dispose(): Promise<void> }>) => async (): Promise<number[]> => {
@@ -76,19 +84,24 @@ export async function childAgents(report: Report, cleanup: Cleanup, world: Bench
   };
   const inProcessOnce = timedRun('in-process spawn', () => provider.start({ prompt: TASK, parent, childDepth: 1, signal: abortSignal(), host: benchHost() }));
   const socketOnce = timedRun('spawn over the socket', () => service!.start('spawn', { prompt: TASK, parent, signal: abortSignal() }));
+  const floorOnce = timedRun('spawn in the floor process', () => floor.start(TASK, world.workspace));
   const results = await interleaved(
     [
       { name: 'in', bounds: options.perRun, once: inProcessOnce },
       { name: 'socket', bounds: options.perRun, once: socketOnce },
+      { name: 'floor', bounds: options.perRun, once: floorOnce },
     ],
     options.perRunPairs,
   );
   const inR = results.get('in')!;
   const soR = results.get('socket')!;
+  const flR = results.get('floor')!;
   const inReady = summarize(inR.samples[0]!);
   const inResult = summarize(inR.samples[1]!);
   const soReady = summarize(soR.samples[0]!);
   const soResult = summarize(soR.samples[1]!);
+  const flReady = summarize(flR.samples[0]!);
+  const flResult = summarize(flR.samples[1]!);
   const perRun = new Table('Per-run overhead, one 5-step run at a time', [
     'path',
     'start→ready p50 / p99',
@@ -98,6 +111,7 @@ export async function childAgents(report: Report, cleanup: Cleanup, world: Bench
   ]);
   perRun.row('in-process (createSpawnProvider)', p50p99(inReady), p50p99(inResult), rate((inR.count / inR.elapsedMs) * 1000), inR.count);
   perRun.row('client → unix socket → daemon process', p50p99(soReady), p50p99(soResult), rate((soR.count / soR.elapsedMs) * 1000), soR.count);
+  perRun.row('floor: bare vscode-jsonrpc → the provider in its own process', p50p99(flReady), p50p99(flResult), rate((flR.count / flR.elapsedMs) * 1000), flR.count);
   perRun.row(
     'overhead of the wire (p50)',
     `+${ms(soReady.p50 - inReady.p50)} (${ratio(soReady.p50 / inReady.p50)})`,
@@ -105,11 +119,14 @@ export async function childAgents(report: Report, cleanup: Cleanup, world: Bench
     '',
     '',
   );
-  const pairs = spreadOf(ratios(soR.roundMedians.map((m) => m[1]!), inR.roundMedians.map((m) => m[1]!)));
+  const resultMedians = (r: typeof inR): number[] => r.roundMedians.map((m) => m[1]!);
+  const pairs = spreadOf(ratios(resultMedians(soR), resultMedians(inR)));
   perRun.row('start→result, socket ÷ in-process per pair: median (min – max)', '', spreadText(pairs, ratio), '', '');
+  perRun.row('start→result, floor ÷ in-process per pair (crossing processes)', '', spreadText(spreadOf(ratios(resultMedians(flR), resultMedians(inR))), ratio), '', '');
+  perRun.row("start→result, socket ÷ floor per pair (the daemon's own)", '', spreadText(spreadOf(ratios(resultMedians(soR), resultMedians(flR))), ratio), '', '');
   perRun.note(
-    `${options.perRunPairs} alternating pairs: each pair is a round of in-process runs then a round over the socket; the ratio row ` +
-      `takes each round's median start→result. Load average ${formatLoad()} at the end.`,
+    `${options.perRunPairs} alternating rounds: each is a round of in-process runs, one over the socket, then one on the floor; the ratio ` +
+      `rows take each round's median start→result. Load average ${formatLoad()} at the end.`,
   );
   perRun.note('runs/s includes dispose. Over the socket, readiness also covers the daemon answering and the client registering the run.');
   report.table(perRun);

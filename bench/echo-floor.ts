@@ -5,13 +5,11 @@
  * states it) or `frames` (the shared frame writer the client and daemon use), so the bench can
  * say what the library's writer costs. The raw echo (no library) is in raw-echo.ts.
  */
-import { spawn } from 'node:child_process';
 import { createConnection, type Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { createMessageConnection, SocketMessageReader, SocketMessageWriter, type MessageConnection, type MessageWriter } from 'vscode-jsonrpc/node';
 import { FrameWriter } from '../common/frame-writer.js';
-import type { Cleanup } from './procs.js';
-import { withTimeout } from './procs.js';
+import { floorServerProcess, type Cleanup } from './procs.js';
 import { listenUnix, type ClosableServer } from './unix-server.js';
 
 export const ECHO_METHOD = 'bench/echo';
@@ -41,25 +39,8 @@ export function listenEcho(path: string, kind: EchoKind = 'library'): Promise<Cl
 }
 
 /** The echo server as its own Node process; resolves once it listens. */
-export async function echoServerProcess(cleanup: Cleanup, path: string, kind: EchoKind = 'library'): Promise<number> {
-  const script = fileURLToPath(new URL('./echo-server.js', import.meta.url));
-  const child = spawn(process.execPath, [script, path, kind], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  cleanup.defer(`stop echo server pid ${child.pid}`, async () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-    await exited;
-  });
-  await withTimeout(
-    new Promise<void>((resolve, reject) => {
-      child.stdout.on('data', (chunk: Buffer) => {
-        if (chunk.toString().includes('listening')) resolve();
-      });
-      child.once('exit', (code) => reject(new Error(`echo server exited with ${code}`)));
-    }),
-    10_000,
-    'echo server start',
-  );
-  return child.pid!;
+export function echoServerProcess(cleanup: Cleanup, path: string, kind: EchoKind = 'library'): Promise<number> {
+  return floorServerProcess(cleanup, fileURLToPath(new URL('./echo-server.js', import.meta.url)), [path, kind], 'echo server');
 }
 
 export interface EchoClient {

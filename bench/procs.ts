@@ -2,6 +2,7 @@
  * Reading another process's memory and CPU from /proc (Linux), a sampler for peak RSS, and the
  * cleanup stack every benchmark registers its processes, sockets and temp dirs with.
  */
+import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -112,6 +113,30 @@ export function withTimeout<T>(promise: Promise<T>, timeoutMs: number, what: str
     timer = setTimeout(() => reject(new Error(`${what}: timed out after ${timeoutMs} ms`)), timeoutMs);
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * A floor's server as its own Node process (`node SCRIPT ARGS…`, which prints "listening" once it
+ * serves); resolves with its pid then. Stopped with SIGTERM at cleanup.
+ */
+export async function floorServerProcess(cleanup: Cleanup, script: string, args: readonly string[], what: string): Promise<number> {
+  const child = spawn(process.execPath, [script, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  cleanup.defer(`stop ${what} pid ${child.pid}`, async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+    await exited;
+  });
+  await withTimeout(
+    new Promise<void>((resolve, reject) => {
+      child.stdout.on('data', (chunk: Buffer) => {
+        if (chunk.toString().includes('listening')) resolve();
+      });
+      child.once('exit', (code) => reject(new Error(`${what} exited with ${code}`)));
+    }),
+    10_000,
+    `${what} start`,
+  );
+  return child.pid!;
 }
 
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
