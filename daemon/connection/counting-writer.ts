@@ -127,8 +127,7 @@ export class CountingWriter extends FrameWriter {
   }
 }
 
-/** A response (result or error) to a request of the peer's: it has an id and no method. */
-/** A reply, or a run's end: what a client that waits is waiting for. */
+/** A reply (an id and no method), or a run's end: what a client that waits is waiting for. */
 function waitedOn(message: Message): boolean {
   if (!('method' in message)) return 'id' in message;
   return (message as NotificationMessage).method === EndNotification.method;

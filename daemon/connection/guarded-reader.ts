@@ -134,6 +134,7 @@ const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'obj
 /**
  * Returns the message when its envelope is sound, a reason string when it must be answered
  * -32600, or `{ drop }` for a notification or response that is unsound (no one to answer).
+ * `maxDepth` undefined: the body cannot nest that deep (mayNestDeeper), so it is not walked.
  */
 function checkEnvelope(message: unknown, maxDepth: number | undefined): Message | string | { drop: string } {
   if (Array.isArray(message)) return 'batches are not supported: send one request per frame';
