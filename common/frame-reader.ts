@@ -13,7 +13,8 @@
  *   `onError`, then `onFatal` with the reason, whose caller closes the stream. Nothing more is read.
  */
 import type { Readable } from 'node:stream';
-import { AbstractMessageReader, type DataCallback, type Disposable, type Message } from 'vscode-jsonrpc/node';
+import type { DataCallback, Disposable, Message } from 'vscode-jsonrpc/node';
+import { jsonrpc } from '../protocol/jsonrpc-runtime.js';
 import { FrameSplitter, type SplitLimits } from './frame-splitter.js';
 
 /**
@@ -26,7 +27,7 @@ export const CLIENT_FRAME_LIMITS: SplitLimits = { maxFrameBytes: 256 * 1024 * 10
  * A MessageReader over FrameSplitter: the stream's chunks go to the splitter, its close and
  * errors to the library; subclasses turn each body into messages (`deliver`).
  */
-export abstract class SplitMessageReader extends AbstractMessageReader {
+export abstract class SplitMessageReader extends jsonrpc.AbstractMessageReader {
   protected callback: DataCallback | undefined;
   protected readonly splitter: FrameSplitter;
 

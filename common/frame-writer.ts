@@ -21,7 +21,8 @@
  * floor (its replies), and the reader side learns of a dead peer anyway.
  */
 import type { Writable } from 'node:stream';
-import { Emitter, type Event, type Message, type MessageWriter } from 'vscode-jsonrpc/node';
+import type { Event, Message, MessageWriter } from 'vscode-jsonrpc/node';
+import { jsonrpc } from '../protocol/jsonrpc-runtime.js';
 import { frameOf, type Frame } from '../protocol/framing.js';
 
 
@@ -79,8 +80,8 @@ class FrameBatch {
 export class FrameWriter implements MessageWriter {
   private readonly batch: FrameBatch;
   private errors = 0;
-  private readonly errorEmitter = new Emitter<[Error, Message | undefined, number | undefined]>();
-  private readonly closeEmitter = new Emitter<void>();
+  private readonly errorEmitter = new jsonrpc.Emitter<[Error, Message | undefined, number | undefined]>();
+  private readonly closeEmitter = new jsonrpc.Emitter<void>();
 
   constructor(
     private readonly output: Writable,

@@ -10,7 +10,7 @@
  * daemon's, not a payload the client refuses). See client/rpc-channel.ts and
  * daemon/connection/client-connection.ts.
  */
-import { NotificationType, RequestType } from 'vscode-jsonrpc';
+import { jsonrpc } from './jsonrpc-runtime.js';
 import { SubagentError, type SubagentErrorData } from './errors.js';
 import type { Schema } from './json-schema.js';
 import { lazyValidator, type ValidationFailure, type Validator } from './validation.js';
@@ -26,7 +26,7 @@ function reader<T>(validate: Validator): (value: unknown) => Checked<T> {
   };
 }
 
-export class WireRequest<P, R> extends RequestType<P, R, SubagentErrorData> {
+export class WireRequest<P, R> extends jsonrpc.RequestType<P, R, SubagentErrorData> {
   readonly checkParams: Validator;
   readonly checkResult: Validator;
   readonly readParams: (value: unknown) => Checked<P>;
@@ -44,7 +44,7 @@ export class WireRequest<P, R> extends RequestType<P, R, SubagentErrorData> {
   }
 }
 
-export class WireNotification<P> extends NotificationType<P> {
+export class WireNotification<P> extends jsonrpc.NotificationType<P> {
   readonly checkParams: Validator;
   readonly readParams: (value: unknown) => Checked<P>;
   constructor(

@@ -9,15 +9,8 @@
  */
 import type { Readable, Writable } from 'node:stream';
 import type { Logger } from 'pino';
-import {
-  CancellationTokenSource,
-  createMessageConnection,
-  ResponseError,
-  type CancellationToken,
-  type MessageConnection,
-  type NotificationType,
-  type RequestType,
-} from 'vscode-jsonrpc/node';
+import type { CancellationToken, MessageConnection, NotificationType, RequestType, ResponseError } from 'vscode-jsonrpc/node';
+import { jsonrpc } from '../../protocol/jsonrpc-runtime.js';
 import {
   AttachRequest,
   CancelRequest,
@@ -206,7 +199,7 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
       (message) => !this.closed && this.direct.take(message),
     );
     this.direct = new DirectLane((reply) => this.writeRaw(reply));
-    this.rpc = createMessageConnection(
+    this.rpc = jsonrpc.createMessageConnection(
       this.reader,
       this.writer,
       {
@@ -460,7 +453,7 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
 
   /** A daemon → client request; the client's answer is checked against the declaration. */
   private async call<P, R>(type: WireRequest<P, R>, params: P, signal: AbortSignal): Promise<R> {
-    const source = new CancellationTokenSource();
+    const source = new jsonrpc.CancellationTokenSource();
     const onAbort = (): void => source.cancel();
     signal.addEventListener('abort', onAbort, { once: true });
     try {
@@ -631,11 +624,11 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
 
   private toResponseError(method: string, error: unknown): ResponseError<SubagentErrorData> {
     if (error instanceof SubagentError) {
-      return new ResponseError(SUBAGENT_ERROR_CODES[error.code], error.message, error.data);
+      return new jsonrpc.ResponseError(SUBAGENT_ERROR_CODES[error.code], error.message, error.data);
     }
     this.log.error({ err: error, method }, 'request handler failed');
     const message = error instanceof Error ? error.message : String(error);
-    return new ResponseError<SubagentErrorData>(JSONRPC_ERRORS.INTERNAL_ERROR, `${method} failed: ${message}`);
+    return new jsonrpc.ResponseError<SubagentErrorData>(JSONRPC_ERRORS.INTERNAL_ERROR, `${method} failed: ${message}`);
   }
 }
 

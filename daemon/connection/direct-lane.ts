@@ -19,7 +19,8 @@
  * - Failures: `serve` answers errors as a ResponseError (it never rejects); a reply is written
  *   even if the connection is closing (the writer drops it if the stream is gone).
  */
-import { Message, ResponseError } from 'vscode-jsonrpc/node';
+import type { Message } from 'vscode-jsonrpc/node';
+import { jsonrpc } from '../../protocol/jsonrpc-runtime.js';
 
 /** Serves one request's params, aborted on its cancel; resolves to its result or to the ResponseError to answer. */
 export type Serve = (params: unknown, cancel: AbortSignal) => Promise<unknown>;
@@ -60,7 +61,7 @@ export class DirectLane {
     this.running.set(id, cancel);
     void serve(m.params, cancel.signal).then((answer) => {
       if (this.running.get(id) === cancel) this.running.delete(id);
-      this.reply(answer instanceof ResponseError ? { jsonrpc: '2.0', id, error: answer.toJson() } : { jsonrpc: '2.0', id, result: answer ?? null });
+      this.reply(answer instanceof jsonrpc.ResponseError ? { jsonrpc: '2.0', id, error: answer.toJson() } : { jsonrpc: '2.0', id, result: answer ?? null });
     });
     return true;
   }

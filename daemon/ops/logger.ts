@@ -10,9 +10,13 @@
  * File lines are written once per event-loop turn; `logger.flush()` writes them at once.
  */
 import { readlinkSync, writeSync } from 'node:fs';
-import { pino, type Logger } from 'pino';
+import { createRequire } from 'node:module';
+import type { Level, Logger, StreamEntry } from 'pino';
 import { LogFile } from './log-file.js';
 import type { StateFaults } from '../store/state-faults.js';
+
+// CommonJS by `require`, not an ES import: why in protocol/jsonrpc-runtime.ts.
+const { pino } = createRequire(import.meta.url)('pino') as typeof import('pino');
 
 /** Unwritten log bytes kept while the file cannot be written; later lines are dropped. */
 const LOG_BACKLOG_BYTES = 4 * 1024 * 1024;
@@ -30,8 +34,8 @@ export const REDACT_PATHS = [
 ];
 
 export function createLogger(options: { file?: string; level?: string; stderr?: boolean; faults?: StateFaults }): Logger {
-  const level = (options.level ?? 'info') as pino.Level;
-  const streams: pino.StreamEntry[] = [];
+  const level = (options.level ?? 'info') as Level;
+  const streams: StreamEntry[] = [];
   if (options.file) streams.push({ level, stream: new LogFile(options.file, options.faults, LOG_BACKLOG_BYTES) });
   // Synchronous, and a closed stderr (a foreground daemon piped into `head`) loses the line only.
   if (options.stderr) streams.push({ level: 'warn', stream: stderrWriter(options.faults) });
