@@ -349,7 +349,8 @@ export function createDaemon(options: DaemonOptions): Daemon {
     exitWhenIdle(idleTimeoutMs) {
       let idleSince: number | undefined;
       const timer = setInterval(() => {
-        const now = performance.now();
+        // Not `performance.now()`: the global loads node:perf_hooks (see ops/idle-memory.ts).
+        const now = Number(process.hrtime.bigint()) / 1e6;
         if (connections.size > 0 || service.busy) idleSince = undefined;
         else if ((idleSince ??= now) + idleTimeoutMs <= now) {
           log.info({ idleTimeoutMs }, 'idle: no connection and no live run; shutting down');
