@@ -52,7 +52,7 @@ async function startDaemon(env: NodeJS.ProcessEnv, nodeFlags: string[] = []): Pr
   }
 }
 
-it('loads only the daemon at start: no client side, faces, agent runtime, SDKs, search engine, Ajv, NATS client or ICU time zone', async () => {
+it('loads only the daemon at start: no client side, faces, agent runtime, SDKs, search engine, Ajv, NATS client, ICU time zone, CommonJS export lexer or perf_hooks', async () => {
   dir = mkdtempSync(join(tmpdir(), 'subagentd-startup-'));
   const log = join(dir, 'loads.txt');
   await startDaemon(baseEnv({ SUBAGENTD_TEST_LOAD_LOG: log, XDG_CACHE_HOME: join(dir, 'cache') }), ['--import', RECORDER]);
@@ -88,6 +88,18 @@ it('loads only the daemon at start: no client side, faces, agent runtime, SDKs, 
   expect(loaded.filter((url) => url.includes('/node_modules/ajv/') && !url.includes('/node_modules/ajv/dist/runtime/'))).toEqual([]);
   // No Date method that asks ICU for the time zone (timestamps come from common/iso-time.ts).
   expect(loaded.filter((line) => line.startsWith('date:'))).toEqual([]);
+  // Node's built-ins, internal ones included, as the daemon accepts.
+  child!.kill('SIGUSR2');
+  const deadline = Date.now() + 10_000;
+  while (!readFileSync(log, 'utf8').includes('builtins:end\n')) {
+    if (Date.now() > deadline) throw new Error('the load recorder did not list the built-ins within 10 s');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  const builtins = readFileSync(log, 'utf8').split('\n').filter((line) => line.startsWith('builtin:'));
+  expect(builtins).toContain('builtin:net');
+  // CommonJS packages come in by require (protocol/jsonrpc-runtime.ts), so Node's export lexer never
+  // loads; idle-memory.ts times and watches the loop without node:perf_hooks.
+  expect(builtins.filter((line) => /cjs-module-lexer|perf_hooks|internal\/perf\/performance$/.test(line))).toEqual([]);
 });
 
 it('has written the compile cache by the time it accepts connections, so a killed daemon leaves it', async () => {
