@@ -4,7 +4,7 @@
  * command's flags are declared once. Rules: a flag not declared for a command, a missing value or
  * a missing operand is a UsageError (exit 2) worded for people, never node's raw parseArgs text.
  */
-import { parseArgs } from 'node:util';
+import { parseArgs } from '../common/node-builtins.js';
 import { COMMON_FLAGS, commonSettings, parseOptions, type CommonSettings, type FlagSpec, type FlagSpecs } from './options.js';
 
 export type { FlagSpec, FlagSpecs };

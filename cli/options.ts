@@ -3,7 +3,8 @@
  * command's own flags. Declared once with their help text: the `subagentd` usage, per-command help
  * and shell completion are all generated from these declarations.
  */
-import { parseArgs, type ParseArgsConfig } from 'node:util';
+import type { ParseArgsConfig } from 'node:util';
+import { parseArgs } from '../common/node-builtins.js';
 import { loadConfig, type DaemonConfig } from '../daemon/config.js';
 import { defaultSocketPath, defaultStateDir } from '../daemon/ops/paths.js';
 import { resolve } from 'node:path';

@@ -5,7 +5,7 @@
  * such a socket as in use (it must never delete a live rival's socket), a client as not answering
  * (it goes on to start a daemon, whose own probe then refuses the path).
  */
-import { createConnection } from 'node:net';
+import { createConnection } from './node-builtins.js';
 
 export function socketAccepts(path: string, options: { readonly timeoutMs?: number; readonly whenSilent?: boolean } = {}): Promise<boolean> {
   const { timeoutMs = 1000, whenSilent = false } = options;

@@ -52,7 +52,7 @@ async function startDaemon(env: NodeJS.ProcessEnv, nodeFlags: string[] = []): Pr
   }
 }
 
-it('loads only the daemon at start: no client side, faces, agent runtime, SDKs, search engine, Ajv, NATS client, ICU time zone, CommonJS export lexer or perf_hooks', async () => {
+it('loads only the daemon at start: no client side, faces, agent runtime, SDKs, search engine, Ajv, NATS client, ICU time zone, CommonJS export lexer, perf_hooks or lazy built-ins', async () => {
   dir = mkdtempSync(join(tmpdir(), 'subagentd-startup-'));
   const log = join(dir, 'loads.txt');
   await startDaemon(baseEnv({ SUBAGENTD_TEST_LOAD_LOG: log, XDG_CACHE_HOME: join(dir, 'cache') }), ['--import', RECORDER]);
@@ -98,8 +98,10 @@ it('loads only the daemon at start: no client side, faces, agent runtime, SDKs, 
   const builtins = readFileSync(log, 'utf8').split('\n').filter((line) => line.startsWith('builtin:'));
   expect(builtins).toContain('builtin:net');
   // CommonJS packages come in by require (protocol/jsonrpc-runtime.ts), so Node's export lexer never
-  // loads; idle-memory.ts times and watches the loop without node:perf_hooks.
-  expect(builtins.filter((line) => /cjs-module-lexer|perf_hooks|internal\/perf\/performance$/.test(line))).toEqual([]);
+  // loads; idle-memory.ts times and watches the loop without node:perf_hooks; and no ES facade of
+  // node:net, node:crypto or node:util runs their lazy exports (common/node-builtins.ts).
+  const unwantedBuiltins = /cjs-module-lexer|perf_hooks|internal\/perf\/performance$|internal\/(blocklist|socketaddress|crypto\/webcrypto|util\/diff|util\/trace_sigint)$/;
+  expect(builtins.filter((line) => unwantedBuiltins.test(line))).toEqual([]);
 });
 
 it('has written the compile cache by the time it accepts connections, so a killed daemon leaves it', async () => {

@@ -4,8 +4,8 @@
  * only this user can read: the port alone grants nothing.
  */
 import { readFileSync, statSync } from 'node:fs';
-import { isIP } from 'node:net';
-import { createServer, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
+import { createServer, isIP } from '../../common/node-builtins.js';
 import { StartupError } from '../ops/startup-error.js';
 
 const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);

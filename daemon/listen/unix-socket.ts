@@ -4,7 +4,8 @@
  * ours (a displaced daemon never deletes its successor's).
  */
 import { chmodSync, lstatSync, mkdirSync, statSync, unlinkSync } from 'node:fs';
-import { createServer, type Server, type Socket } from 'node:net';
+import type { Server, Socket } from 'node:net';
+import { createServer } from '../../common/node-builtins.js';
 import { dirname } from 'node:path';
 import { StartupError } from '../ops/startup-error.js';
 import { socketAccepts } from '../../common/socket-probe.js';

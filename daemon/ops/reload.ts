@@ -15,7 +15,7 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseEnv } from 'node:util';
+import { parseEnv } from '../../common/node-builtins.js';
 import type { Logger } from 'pino';
 import { createModelResolver } from '../agent/model/model-resolver.js';
 import { endpointFromEnv } from '../agent/model/endpoint-config.js';

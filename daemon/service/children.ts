@@ -14,7 +14,7 @@
  * Authority is in lineage.ts. Failures: unknown child → NOT_RESUMABLE on send, no-op on interrupt.
  */
 import { isoTime } from '../../common/iso-time.js';
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from '../../common/node-builtins.js';
 import type { Logger } from 'pino';
 import {
   SubagentError,

@@ -11,7 +11,7 @@
  * - A run whose owner went away belongs to DETACHED: nothing is delivered, client tools fail,
  *   permission prompts are cancelled.
  */
-import { hash, randomBytes } from 'node:crypto';
+import { hash, randomBytes } from '../../common/node-builtins.js';
 import { tokensEqual } from '../../common/daemon-token.js';
 import type {
   EndParams,

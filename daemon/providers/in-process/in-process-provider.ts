@@ -4,7 +4,7 @@
  * publishes the child (its session file written and synced), and only then hands out the run.
  * A cancellation before that point rolls the child back and rejects with ABORTED.
  */
-import { randomUUID } from 'node:crypto';
+import { randomUUID } from '../../../common/node-builtins.js';
 import { SubagentError, type SessionEvent, type SessionHeader } from '../../../protocol/index.js';
 import type { DaemonProvider, ProviderStartRequest } from '../../provider.js';
 import type { ChildAgent } from '../../agent/child-agent.js';
