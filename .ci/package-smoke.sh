@@ -23,6 +23,9 @@ for must in package/LICENSE package/README.md package/docs/operations.md package
   grep -qx "$must" <<<"$listing" || fail "the tarball lacks $must"
 done
 if grep -qE '^package/dist/(test|bench)/' <<<"$listing"; then fail "the tarball ships tests or benchmarks"; fi
+# The build strips comments from the JavaScript (less source text for a daemon to hold); `prepack`
+# writes the declarations again with their doc comments, which is what the tarball must ship.
+tar xzf "$tarball" -O package/dist/daemon/daemon.d.ts | grep -q '/\*\* Trusted same-process providers' || fail 'the tarball'"'"'s .d.ts lack their doc comments'
 [ "$(node -p "require('$PWD/package.json').license")" = MIT ] || fail 'package.json does not state the MIT licence'
 
 npm i -g --prefix "$tmp/prefix" --no-audit --no-fund "$tarball" >/dev/null
