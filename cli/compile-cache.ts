@@ -1,9 +1,11 @@
 /**
  * Node's on-disk compile cache (V8 code for every module loaded after it is on, Node ≥ 22.8): a
- * warm start skips compiling our modules and the packages' again. It is per user, in the XDG cache
- * dir ($XDG_CACHE_HOME/subagentd/node-compile-cache, else ~/.cache/…), never a shared temp dir:
- * what is in it is code we run. Node's own variables win: NODE_COMPILE_CACHE picks another dir,
- * NODE_DISABLE_COMPILE_CACHE=1 turns it off.
+ * warm start skips compiling our modules and the packages' again. Commands turn it on before
+ * their code loads; the daemon only once it is up, for what it loads later (daemon-command.ts).
+ * It is per user, in the XDG cache dir ($XDG_CACHE_HOME/subagentd/node-compile-cache, else
+ * ~/.cache/…), never a shared temp dir: what is in it is code we run. Node's own variables win:
+ * NODE_COMPILE_CACHE picks another dir, NODE_DISABLE_COMPILE_CACHE=1 turns it off. Node writes
+ * the new entries at exit.
  * Failures: a dir that cannot be created or written (read-only home, no home) loses the cache only;
  * Node reports it in the status it returns and compiles as usual. Entries are keyed by file and
  * checked against the source, so a rebuilt or upgraded file is recompiled, never run stale.
@@ -20,18 +22,6 @@ export function enableCompileCache(env: NodeJS.ProcessEnv = process.env): void {
   if (dir === undefined) return;
   try {
     nodeModule.enableCompileCache(dir);
-  } catch {
-    // Only the cache is lost.
-  }
-}
-
-/**
- * Writes what has been compiled so far. Node does this at exit, but a daemon may be killed rather
- * than exit: flushing once it is up keeps the next start warm.
- */
-export function flushCompileCache(): void {
-  try {
-    nodeModule.flushCompileCache?.();
   } catch {
     // Only the cache is lost.
   }

@@ -14,7 +14,7 @@ import { loadProviderModules } from '../daemon/provider-modules.js';
 import { secretNames, takeSecrets } from '../daemon/ops/secrets.js';
 import { startupFailure } from '../daemon/ops/startup-error.js';
 import { StateFaults } from '../daemon/store/state-faults.js';
-import { flushCompileCache } from './compile-cache.js';
+import { enableCompileCache } from './compile-cache.js';
 import { releaseOptimizingCompiler } from './startup-compiler.js';
 import { commonSettings, DAEMON_FLAGS, LOG_LEVELS, parse } from './options.js';
 
@@ -130,9 +130,11 @@ export async function daemonCommand(argv: string[]): Promise<number> {
       log.error({ err: error }, 'reload failed: the previous settings stay in force');
     }
   });
-  // All the daemon's code is loaded: keep it compiled for the next start before serving, so even
-  // a daemon that is killed leaves the cache (a write of ~1 MiB the first time, nothing after).
-  flushCompileCache();
+  // Node's compile cache from here on only: what loads at first use (the agent runtime, the SDKs)
+  // is cached, the start-up's own modules are not. Node keeps every entry of the cache in memory
+  // for the life of the process: for the ~140 start-up modules ~1 MiB of an idle daemon's RSS,
+  // against ~20 ms of CPU once per start that compiling them costs (docs/architecture.md).
+  enableCompileCache();
   // Loading all that left garbage and a young generation sized for it: collect before serving,
   // so an idle daemon holds only what it uses (see idle-memory.ts), and again after each busy spell.
   logReleased(log, 'start', releaseMemory());

@@ -4,8 +4,9 @@
  * agent runtime (loop, tools, workspace), nested delegation and its tool, the model and agent
  * SDKs, the search engine, Ajv (the config file has a validator built ahead of time) and, outside
  * a cluster, the NATS client load when first used, and ICU's time-zone data is never asked for
- * (common/iso-time.ts). Node's compile cache is written before the daemon accepts connections (so
- * a killed daemon still leaves it), and a cache dir that cannot be made costs nothing but the cache.
+ * (common/iso-time.ts). Node's compile cache goes on once the daemon accepts connections, for what
+ * loads later (Node holds every entry in memory, and start-up's own ~1 MiB is not worth it), and
+ * a cache dir that cannot be made costs nothing but the cache.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -104,15 +105,36 @@ it('loads only the daemon at start: no client side, faces, agent runtime, SDKs, 
   expect(builtins.filter((line) => unwantedBuiltins.test(line))).toEqual([]);
 });
 
-it('has written the compile cache by the time it accepts connections, so a killed daemon leaves it', async () => {
+/** Stops the daemon the way `subagentd stop` does (SIGTERM: close, then exit), so Node writes its compile cache. */
+async function stopDaemon(): Promise<void> {
+  const exited = new Promise((r) => child!.once('exit', r));
+  child!.kill('SIGTERM');
+  await exited;
+}
+
+/** Files in a compile cache dir: one per compiled module, under a subdirectory per Node version and flags. */
+function cacheEntries(cache: string): number {
+  return readdirSync(cache, { recursive: true, withFileTypes: true }).filter((e) => e.isFile()).length;
+}
+
+it('turns the compile cache on once it accepts: none of its start-up modules is cached, what loads later is', async () => {
   dir = mkdtempSync(join(tmpdir(), 'subagentd-startup-'));
   const cache = join(dir, 'cache', 'subagentd', 'node-compile-cache');
-  await startDaemon(baseEnv({ XDG_CACHE_HOME: join(dir, 'cache') }));
-  child!.kill('SIGKILL');
-  await new Promise((r) => child!.once('exit', r));
-  // One subdirectory per Node version and flags, holding an entry per compiled module.
-  const entries = readdirSync(cache, { recursive: true, withFileTypes: true }).filter((e) => e.isFile());
-  expect(entries.length).toBeGreaterThan(100);
+  const env = baseEnv({ XDG_CACHE_HOME: join(dir, 'cache') });
+  await startDaemon(env);
+  expect(existsSync(cache)).toBe(true);
+  await stopDaemon();
+  expect(cacheEntries(cache)).toBe(0);
+  // A child loads the in-process runtime after the cache is on: those modules are cached.
+  await startDaemon(env);
+  const run = spawnSync(
+    process.execPath,
+    [CLI, 'run', '--quiet', '--socket', join(dir, 'daemon.sock'), '--model', `scripted:${join(REPO, 'examples', 'hello.json')}`, 'Summarise this repository'],
+    { env: baseEnv({ XDG_CACHE_HOME: join(dir, 'client-cache') }), encoding: 'utf8', timeout: 20_000 },
+  );
+  expect(run.stdout).toContain('This repository is subagentd');
+  await stopDaemon();
+  expect(cacheEntries(cache)).toBeGreaterThan(10);
 });
 
 it('runs as usual when the compile cache dir cannot be created', () => {
