@@ -4,7 +4,9 @@
  * row alike. Floors: bare `node -e 0`, and bare node listening on a unix socket (spawn → accepting,
  * the same probe as the daemon's). Figures: the import of the daemon library; the daemon command
  * from spawn to accepting connections with the compile cache warm (every start after the first)
- * and empty (the first start, which also writes it), with its CPU time and RSS at that moment.
+ * and empty (the first start), with its CPU time and RSS at that moment. The daemon turns the
+ * cache on only once it accepts (cli/daemon-command.ts), so the two rows should agree: a gap
+ * between them means start-up code is cached again.
  * CPU time is the steadier figure on a loaded machine: wall time includes waiting for a core.
  * Then one daemon's idle RSS after start and after `runs` trivial echo runs: right after, once
  * the daemon has given memory back (it does after IDLE_RELEASE_WAIT_MS of quiet), and after a
@@ -101,8 +103,8 @@ export async function startupBench(report: Report, cleanup: Cleanup, options: St
   report.section(
     '5. Start-up',
     'Fresh processes, each figure alternated pair by pair with its floors (bare `node -e 0`; bare node listening on a unix socket) so load changes hit all. ' +
-      'The daemon command runs with an empty config file. "Warm" is every start after the first (Node\'s compile cache, kept per user, holds the compiled code); ' +
-      '"empty cache" is a first start, which also writes the cache before accepting. ' +
+      'The daemon command runs with an empty config file. "Warm" is every start after the first (Node\'s compile cache, kept per user, holds what earlier starts compiled); ' +
+      '"empty cache" is a first start. The daemon compiles its start-up code without the cache and turns it on once it accepts (Node holds every cache entry in memory), so the two should agree. ' +
       'The SDKs of the openai-compatible model and of ACP, the client side and the search engine load when first used, not here.',
   );
   const bare: number[] = [];
