@@ -160,7 +160,7 @@ export async function wireOverhead(report: Report, cleanup: Cleanup, options: Wi
   table.note(
     'What (b) and (c) do not pay of that: both ends read frames with the shared splitter (common/frame-splitter.ts), not the ' +
       "library's reader; the client takes answers as they are read (vscode-jsonrpc's maxParallelism, kept in order by " +
-      "client/inbound-order.ts, which takes a run's end and events the same way); a run's start and dispose go around the library's request queue and promise chain on both " +
+      "client/inbound-order.ts, which has a run's end and events handled by the channel itself at the turn's check phase); a run's start and dispose go around the library's request queue and promise chain on both " +
       "ends (client/direct-requests.ts, daemon/connection/direct-lane.ts). Every other message goes through vscode-jsonrpc.",
   );
   report.table(table);

@@ -12,9 +12,11 @@
  *   library's queue; otherwise it is held, and so is everything read after it, until they have
  *   been dispatched. Requests and notifications are passed on in order (the library queues them).
  *
- * A notification that `takeNow` handles itself (a run's end and its events: what a waiting caller
- * waits for) is handled as it is read under the same rule, without the library's queue and its
- * turn: only while nothing read before it waits there.
+ * A run's end and its events (what a waiting caller waits for) skip the library's queue too, when
+ * nothing read before them waits there: the channel handles them itself (`own`) at the turn's
+ * check phase, all of a turn's at once, where the library would take one per turn. Not earlier:
+ * an answer read with them (a start's reply and that run's end, in one chunk) has its caller
+ * continue first. Answers read after them wait for them, as for the library's queue.
  *
  * `dispatched` must hear each message the library takes from its queue (the connection's
  * messageStrategy); `waiting` counts what is queued or held, so a closing connection can let the
@@ -22,26 +24,36 @@
  */
 import { Message } from 'vscode-jsonrpc/node';
 
+/** The notifications the channel handles itself (see the header). */
+export interface OwnDispatch {
+  takes(message: Message): boolean;
+  /** Handles it; false when it cannot (the connection is gone), and the library gets it. */
+  handle(message: Message): boolean;
+}
+
+const NONE: OwnDispatch = { takes: () => false, handle: () => false };
+
 export class InboundOrder {
   /** Messages handed to the library's queue and not yet dispatched from it. */
   private readonly queued = new WeakSet<Message>();
   private queuedCount = 0;
   /** Read but not passed on yet: an answer that must wait, and what came after it. */
   private held: Message[] = [];
+  /** Notifications the channel handles itself at this turn's check phase, in order. */
+  private own: Message[] = [];
 
   constructor(
     private readonly pass: (message: Message) => void,
-    /** Handles a notification itself and says so, or leaves it to the library (false). */
-    private readonly takeNow: (message: Message) => boolean = () => false,
+    private readonly dispatch: OwnDispatch = NONE,
   ) {}
 
   get waiting(): number {
-    return this.queuedCount + this.held.length;
+    return this.queuedCount + this.own.length + this.held.length;
   }
 
   /** A message read from the transport. */
   arrive(message: Message): void {
-    if (this.held.length > 0 || (this.queuedCount > 0 && Message.isResponse(message))) this.held.push(message);
+    if (this.held.length > 0 || (this.ahead() && Message.isResponse(message))) this.held.push(message);
     else this.hand(message);
   }
 
@@ -49,14 +61,34 @@ export class InboundOrder {
   dispatched(message: Message): void {
     if (!this.queued.delete(message)) return;
     this.queuedCount -= 1;
+    this.release();
+  }
+
+  /** Whether a message read earlier still waits to be dispatched. */
+  private ahead(): boolean {
+    return this.queuedCount > 0 || this.own.length > 0;
+  }
+
+  private release(): void {
     while (this.held.length > 0) {
-      if (this.queuedCount > 0 && Message.isResponse(this.held[0])) return;
+      if (this.ahead() && Message.isResponse(this.held[0])) return;
       this.hand(this.held.shift()!);
     }
   }
 
+  private handleOwn(): void {
+    while (this.own.length > 0) {
+      const message = this.own.shift()!;
+      if (!this.dispatch.handle(message)) this.pass(message);
+    }
+    this.release();
+  }
+
   private hand(message: Message): void {
-    if (this.queuedCount === 0 && Message.isNotification(message) && this.takeNow(message)) return;
+    if (this.queuedCount === 0 && Message.isNotification(message) && this.dispatch.takes(message)) {
+      if (this.own.push(message) === 1) setImmediate(() => this.handleOwn());
+      return;
+    }
     // A `$/cancelRequest` is acted on when read, or queued only to be dropped: never waited for.
     if (!Message.isResponse(message) && (message as { method?: unknown }).method !== '$/cancelRequest') {
       this.queued.add(message);

@@ -61,8 +61,9 @@ const DRAIN_CAP_MS = 250;
 /** The requests every run makes: sent as direct-requests.ts says, served by the daemon's direct lane. */
 const DIRECT = new Set([StartRequest.method, DisposeRequest.method]);
 /**
- * The notifications a caller waits on: a run's end and its events, handled as they are read
- * while nothing read before them waits in the library's queue (inbound-order.ts).
+ * The notifications a caller waits on: a run's end and its events, handled by the channel itself,
+ * all of a turn's at its check phase, while nothing read before them waits in the library's queue
+ * (inbound-order.ts).
  */
 const PROMPT = new Set([EndNotification.method, RunEventsNotification.method, RunEventNotification.method]);
 /** How long the library's close event waits for the transport's own (better) reason. */
@@ -92,10 +93,10 @@ export class RpcChannel {
     const reader = watchInbound(
       transport.reader,
       (pass) =>
-        (this.inbound = new InboundOrder(
-          (message) => this.direct.take(message) || pass(message),
-          (message) => this.takeNow(message),
-        )),
+        (this.inbound = new InboundOrder((message) => this.direct.take(message) || pass(message), {
+          takes: (message) => this.prompt.has((message as NotificationMessage).method),
+          handle: (message) => this.handlePrompt(message),
+        })),
       (reason) => (this.closingReason ??= reason),
     );
     this.connection = createMessageConnection(reader, transport.writer, libraryLogger(logger), {
@@ -235,11 +236,12 @@ export class RpcChannel {
     this.connection.onNotification(type.method, handle);
   }
 
-  /** A notification of PROMPT with a handler, handled now (InboundOrder calls it in turn). */
-  private takeNow(message: Message): boolean {
+  /** A notification of PROMPT, handled here in its turn (InboundOrder calls it). */
+  private handlePrompt(message: Message): boolean {
     const handle = this.prompt.get((message as NotificationMessage).method);
     if (!handle || this.lostError) return false;
     handle((message as NotificationMessage).params);
+    this.checkDrained();
     return true;
   }
 

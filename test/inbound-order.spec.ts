@@ -43,26 +43,39 @@ describe('InboundOrder', () => {
     expect(order.waiting).toBe(0);
   });
 
-  it('handles a notification it may take as it is read, but never ahead of one waiting in the queue', () => {
+  it("handles a run's end itself at the turn's check phase, an answer read after it held until then, never ahead of the library's queue", async () => {
     const passed: string[] = [];
-    const taken: string[] = [];
-    const order = new InboundOrder(
-      (m) => passed.push(name(m)),
-      (m) => name(m) === 'subagent/end' && taken.push(name(m)) > 0,
-    );
+    const handled: string[] = [];
+    const order = new InboundOrder((m) => passed.push(name(m)), {
+      takes: (m) => name(m) === 'subagent/end',
+      handle: (m) => handled.push(name(m)) > 0,
+    });
+    const checkPhase = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+    order.arrive(answer(1)); // at once: its caller continues before the end read with it
     order.arrive(note('subagent/end'));
-    expect(taken).toEqual(['subagent/end']);
+    order.arrive(answer(2)); // behind the end
+    expect(passed).toEqual(['answer 1']);
+    expect(handled).toEqual([]);
+    expect(order.waiting).toBe(2);
+    await checkPhase();
+    expect(handled).toEqual(['subagent/end']);
+    expect(passed).toEqual(['answer 1', 'answer 2']);
     expect(order.waiting).toBe(0);
 
     const start = note('subagent/start');
     order.arrive(start); // not one it takes: queued in the library
+    order.arrive(note('subagent/end')); // behind a queued message: the library's too
+    await checkPhase();
+    expect(handled).toEqual(['subagent/end']);
+    expect(passed).toEqual(['answer 1', 'answer 2', 'subagent/start', 'subagent/end']);
+  });
+
+  it('gives the library a notification it could not handle (the connection gone)', async () => {
+    const passed: string[] = [];
+    const order = new InboundOrder((m) => passed.push(name(m)), { takes: () => true, handle: () => false });
     order.arrive(note('subagent/end'));
-    order.arrive(answer(5));
-    expect(taken).toEqual(['subagent/end']);
-    expect(passed).toEqual(['subagent/start', 'subagent/end']);
-    order.dispatched(start);
-    expect(passed).toEqual(['subagent/start', 'subagent/end']); // the end waits in the queue, the answer behind it
-    expect(order.waiting).toBe(2);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(passed).toEqual(['subagent/end']);
   });
 
   it('never waits for a $/cancelRequest, nor counts a dispatch it did not queue', () => {
