@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { createServer, connect as tcpConnect, type Server, type Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import type { SubagentResult } from '../protocol/index.js';
-import { clusterScene, startWhenOnline } from './support/cluster-scene.js';
+import { clusterScene, startWhenOnline, untilMemberOffline } from './support/cluster-scene.js';
 import { CLI, type DaemonProcess } from './support/daemon-process.js';
 import { freePort } from './support/wire-peers.js';
 
@@ -166,6 +166,7 @@ describe('a pool of daemons on one nats-server', () => {
     const runId = running.id;
     await waitUntil(() => store.seen(runId)?.record.childId !== undefined, 10_000);
     await scene.nats().halt();
+    await untilMemberOffline(a);
     const refused = await service
       .start('spawn', { prompt: [{ type: 'text', text: 'go' }], parent, signal: AbortSignal.timeout(10_000) })
       .catch((error: unknown) => error);

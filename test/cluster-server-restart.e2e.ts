@@ -12,7 +12,7 @@ import type { SubagentResult } from '../protocol/index.js';
 import type { ClusterRun } from '../daemon/cluster/cluster-run.js';
 import { clusterNames } from '../daemon/cluster/names.js';
 import { RunRecords } from '../daemon/cluster/run-records.js';
-import { clusterScene, startWhenOnline } from './support/cluster-scene.js';
+import { clusterScene, startWhenOnline, untilMemberOffline } from './support/cluster-scene.js';
 import { waitFor, type DaemonProcess } from './support/daemon-process.js';
 
 const scene = clusterScene('subagentd-cluster-restart-');
@@ -58,7 +58,8 @@ it('a nats-server restart keeps queued and running runs: all complete with their
   const before = new Map(mine().map((r) => [r.runId, r]));
 
   await scene.nats().halt();
-  // Down: a member refuses new starts, typed, at once.
+  await untilMemberOffline(c);
+  // Down: a member that knows it refuses new starts, typed, at once.
   const refused = await idle.start('spawn', { prompt: text('while down'), parent: { sessionId: 'late', cwd: dir }, signal: AbortSignal.timeout(10_000) }).catch((error: unknown) => error);
   expect(refused).toMatchObject({ code: 'CLUSTER_UNAVAILABLE' });
   // The running children finish while the server is down: their outcome waits on the member.

@@ -8,14 +8,14 @@
  * fails to stop does not keep the others running), the nats-server (its store dir removed), and
  * the temp dir. A missing nats-server fails the test (startNatsServer throws), never skips it.
  */
-import { rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach } from 'vitest';
 import type { ClusterRun } from '../../daemon/cluster/cluster-run.js';
 import { clusterNames } from '../../daemon/cluster/names.js';
 import { NatsLink } from '../../daemon/cluster/nats-link.js';
 import { RunRecords } from '../../daemon/cluster/run-records.js';
-import { makeTempDir, restartDaemon, startDaemon, type DaemonProcess, type StartOptions } from './daemon-process.js';
+import { makeTempDir, restartDaemon, startDaemon, waitFor, type DaemonProcess, type StartOptions } from './daemon-process.js';
 import { ClientPool } from './e2e-daemon.js';
 import { startNatsServer, type NatsServer } from './nats-server.js';
 
@@ -102,6 +102,23 @@ export function clusterScene(dirPrefix = 'subagentd-cluster-'): ClusterScene {
       return `scripted:${path}`;
     },
   };
+}
+
+/**
+ * Waits (15 s at most) until `member` has noticed that its NATS connection is gone: its log says
+ * so, and from then on it refuses new runs at once. A halted server is noticed a moment later,
+ * longer on a loaded machine; a start sent in between waits on the NATS client's own timeouts.
+ */
+export async function untilMemberOffline(member: DaemonProcess): Promise<void> {
+  const log = join(member.stateDir, 'daemon.log');
+  const noticed = (): boolean => {
+    try {
+      return readFileSync(log, 'utf8').includes('cluster: NATS connection lost');
+    } catch {
+      return false;
+    }
+  };
+  await waitFor(noticed, 15_000, () => `member ${member.socket} to notice that NATS is gone`);
 }
 
 /** Retries a start refused CLUSTER_UNAVAILABLE while the member is still reconnecting (for 15 s at most). */
