@@ -31,6 +31,10 @@ export interface ClusterBenchOptions {
   readonly cap: number;
   /** Failover samples with a 1 s lease. */
   readonly failovers: number;
+  /** Cluster sizes of the throughput table. */
+  readonly members: readonly number[];
+  /** How long the failover run's model step takes: the kill and the heir's start must fit in it. */
+  readonly failoverStepMs: number;
 }
 
 const parent = { sessionId: 'bench-cluster', cwd: process.cwd() };
@@ -43,7 +47,7 @@ export async function clusterBench(report: Report, cleanup: Cleanup, options: Cl
   const throughput = new Table('throughput and start→ready', ['setup', 'runs/s', 'vs default', 'start→ready p50 / p99', 'runs executed per member']);
   const single = await loadOn(cleanup, [await daemonProcess(cleanup, { limits: { maxConcurrentRuns: options.cap } })], options);
   throughput.row('single daemon (default, no NATS)', rate(single.perSecond), '1.00', p50p99(summarize(single.ready)), '–');
-  for (const members of [1, 2, 3]) {
+  for (const members of options.members) {
     const nats = await startNatsServer();
     cleanup.defer('stop nats-server', () => nats.stop());
     const daemons: DaemonProcess[] = [];
@@ -69,11 +73,11 @@ export async function clusterBench(report: Report, cleanup: Cleanup, options: Cl
   const failover = new Table('failover: kill -9 of the executing member, 1 s lease', ['sample', 'kill → resumed elsewhere', 'kill → outcome at the owner']);
   const resumed: number[] = [];
   for (let i = 0; i < options.failovers; i++) {
-    const sample = await failoverOnce(cleanup);
+    const sample = await failoverOnce(cleanup, options.failoverStepMs);
     resumed.push(sample.resumedMs);
     failover.row(i + 1, ms(sample.resumedMs), ms(sample.outcomeMs));
   }
-  failover.note('resumed = the run record shows attempt 2 on the other member (its child is then restored from the mirrored session); outcome = the owner has the result: the redone model step takes 6 s of it; the lease (ack_wait) is 1 s here, 15 s by default, and dominates');
+  failover.note(`resumed = the run record shows attempt 2 on the other member (its child is then restored from the mirrored session); outcome = the owner has the result: the redone model step takes ${ms(options.failoverStepMs)} of it; the lease (ack_wait) is 1 s here, 15 s by default, and dominates`);
   report.table(failover);
   report.text(`Failover p50 ${ms(summarize(resumed).p50)} with a 1 s lease (kill -9 → resumed on another member).`);
 }
@@ -136,12 +140,12 @@ async function executedPerMember(cleanup: Cleanup, url: string, daemons: readonl
   return daemons.map((d) => counts.get(d.pid) ?? 0);
 }
 
-export async function failoverOnce(cleanup: Cleanup): Promise<{ resumedMs: number; outcomeMs: number }> {
+export async function failoverOnce(cleanup: Cleanup, stepMs: number): Promise<{ resumedMs: number; outcomeMs: number }> {
   const nats = await startNatsServer();
   cleanup.defer('stop nats-server', () => nats.stop());
   const dir = cleanup.tempDir();
   const script = join(dir, 'script.json');
-  writeFileSync(script, JSON.stringify({ steps: [{ text: 'working', delayMs: 6000, toolCalls: [{ name: 'list_directory', arguments: { path: '.' } }] }, { text: 'done' }] }));
+  writeFileSync(script, JSON.stringify({ steps: [{ text: 'working', delayMs: stepMs, toolCalls: [{ name: 'list_directory', arguments: { path: '.' } }] }, { text: 'done' }] }));
   const config = (slots?: number): Record<string, unknown> => ({
     model: { default: `scripted:${script}` },
     cluster: { nats: nats.url, ackWaitMs: 1000, ...(slots !== undefined && { slots }) },
@@ -157,7 +161,7 @@ export async function failoverOnce(cleanup: Cleanup): Promise<{ resumedMs: numbe
   // Read with a round trip each time, not from a watch: the figure must not depend on the observer.
   while ((await records.get(run.id))?.record.childId === undefined) await sleep(5);
   const heir = await daemonProcess(cleanup, config());
-  // Mid-step: the model's first answer takes 6 s (the heir's start took part of that).
+  // Mid-step: the model's first answer takes `stepMs` (the heir's start took part of that).
   const killedAt = performance.now();
   process.kill(doomed.pid, 'SIGKILL');
   let resumedMs = 0;

@@ -2,7 +2,8 @@
  * `npm run bench`: every benchmark in one run, printed as tables and written to BENCHMARKS.md.
  * Each section is bounded in time, and everything it starts is torn down even when it fails.
  * `node dist/bench/run.js wire children` runs only the named sections (and writes no file);
- * `--quick` (`npm run bench:quick`) runs every section with small budgets, in under a minute,
+ * `--quick` (`npm run bench:quick`) runs every section with small budgets (and fewer configurations: one
+ * pool level, one cluster size, no idle-memory table), in under a minute with the build,
  * and writes no file either: its figures are for a quick look, not for BENCHMARKS.md.
  */
 import { acpBench } from './acp.js';
@@ -61,11 +62,11 @@ const sections: SectionRun[] = [
     timeoutMs: 150_000,
     run: (cleanup, world) =>
       childAgents(report, cleanup, world, {
-        perRun: { warmup: 5, max: q(400, 60), budgetMs: q(6000, 1500) },
+        perRun: { warmup: 5, max: q(400, 40), budgetMs: q(6000, 1000) },
         perRunPairs: q(10, 3),
-        levels: quick ? [1, 100] : [1, 10, 100, 1000],
+        levels: quick ? [100] : [1, 10, 100, 1000],
         minRunsPerLevel: q(40, 10),
-        busyBudgetMs: (level) => q(level >= 1000 ? 8_000 : level >= 100 ? 5_000 : 3_000, 1_500),
+        busyBudgetMs: (level) => q(level >= 1000 ? 8_000 : level >= 100 ? 5_000 : 3_000, 1_000),
         scalingBudgetMs: q(60_000, 8_000),
         connections: 4,
       }),
@@ -95,26 +96,34 @@ const sections: SectionRun[] = [
     timeoutMs: 90_000,
     run: (cleanup, world) =>
       poolBench(report, cleanup, world, {
-        levels: quick ? [1, 50] : [1, 10, 50],
+        levels: quick ? [50] : [1, 10, 50],
         levelMs: q(2000, 500),
-        fairnessMs: q(2500, 800),
+        fairnessMs: q(2500, 500),
         fairnessPool: 4,
         slotHoldMs: 5,
         floodInFlight: 64,
         lightClients: 3,
-        slowRuns: q(30, 10),
+        slowRuns: q(30, 6),
       }),
   },
   {
     name: 'cluster',
     timeoutMs: 180_000,
     run: (cleanup) =>
-      clusterBench(report, cleanup, { clients: 4, inFlight: q(8, 4), durationMs: q(4000, 1000), cap: 64, failovers: q(3, 1) }),
+      clusterBench(report, cleanup, {
+        clients: 4,
+        inFlight: q(8, 4),
+        durationMs: q(4000, 1000),
+        cap: 64,
+        failovers: q(3, 1),
+        members: quick ? [2] : [1, 2, 3],
+        failoverStepMs: q(6000, 2500),
+      }),
   },
   {
     name: 'startup',
     timeoutMs: 240_000,
-    run: (cleanup) => startupBench(report, cleanup, { pairs: q(10, 3), runs: q(1000, 100) }),
+    run: (cleanup) => startupBench(report, cleanup, { pairs: q(10, 3), runs: q(1000, 0) }),
   },
   {
     name: 'faces',
