@@ -3,7 +3,8 @@
  * adapter against the repo's chat-completions test server (real HTTP, the real SSE wire format,
  * in its own process: model-server-host.ts); every step but the last calls an unknown tool, so
  * the history grows by a call and its result per step. The same run goes through the daemon
- * process and through the provider called in this process, alternating in pairs.
+ * process and through the provider called in this process, alternating in pairs (which side goes first
+ * alternates too).
  * A step's time = the gap between two consecutive requests reaching the model server; the
  * daemon's share of a step = daemon step time − in-process step time (medians over a window of
  * steps, per pair). Flat means the share at step ~1000 is that at step ~10.
@@ -71,7 +72,8 @@ export async function longRunBench(report: Report, cleanup: Cleanup, world: Benc
     `One \`spawn\` child, ${steps} model steps against the repo's chat-completions test server in its own process ` +
       '(streamed SSE answers: a call of an unknown tool per step, then a text answer), session log on. A step = the gap ' +
       'between two consecutive requests reaching the server. In-process = `createSpawnProvider` called directly; ' +
-      `daemon = client → unix socket → daemon process. ${options.pairs} alternating (in-process, daemon) pairs.`,
+      `daemon = client → unix socket → daemon process. ${options.pairs} alternating pairs, the in-process run first in the ` +
+      '1st, 3rd, … and the daemon first in the 2nd, 4th, ….',
   );
   process.env[KEY_ENV] = 'bench-key';
   const server = await modelServer(cleanup);
@@ -116,8 +118,17 @@ export async function longRunBench(report: Report, cleanup: Cleanup, world: Benc
   const inMedians: number[][] = windows.map(() => []);
   const daemonMedians: number[][] = windows.map(() => []);
   for (let pair = 0; pair < options.pairs; pair++) {
-    const inGaps = await inProcess();
-    const daemonGaps = await overSocket();
+    // Which side goes first alternates (ABBA), so a drift or a rhythm of the machine that favours
+    // the first or the second run of a pair favours neither side.
+    let inGaps: number[];
+    let daemonGaps: number[];
+    if (pair % 2 === 0) {
+      inGaps = await inProcess();
+      daemonGaps = await overSocket();
+    } else {
+      daemonGaps = await overSocket();
+      inGaps = await inProcess();
+    }
     windows.forEach((w, i) => {
       inMedians[i]!.push(windowMedian(inGaps, w));
       daemonMedians[i]!.push(windowMedian(daemonGaps, w));

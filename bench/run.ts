@@ -79,7 +79,7 @@ const sections: SectionRun[] = [
   {
     name: 'long-run',
     timeoutMs: 240_000,
-    run: (cleanup, world) => longRunBench(report, cleanup, world, { steps: q(1000, 100), pairs: q(5, 1) }),
+    run: (cleanup, world) => longRunBench(report, cleanup, world, { steps: q(1000, 100), pairs: q(7, 1) }),
   },
   {
     name: 'acp',
