@@ -38,8 +38,10 @@ export async function sequential(bounds: Bounds, once: () => Promise<number[]>):
 }
 
 /**
- * Interleaves several configurations in rounds (A B C, A B C, …) so that a machine whose load
- * changes during the run biases none of them; samples are pooled per configuration.
+ * Interleaves several configurations in rounds so that a machine whose load changes during the
+ * run biases none of them; samples are pooled per configuration. Every other round runs them in
+ * reverse (A B C, C B A, …): what one configuration leaves behind in the bench process (garbage for
+ * its GC, cold caches) then falls on a different neighbour each round, not always on the next one.
  */
 export async function interleaved(
   configs: ReadonlyArray<{ readonly name: string; readonly bounds: Bounds; readonly once: () => Promise<number[]> }>,
@@ -47,7 +49,7 @@ export async function interleaved(
 ): Promise<Map<string, InterleavedResult>> {
   const pooled = new Map<string, { samples: number[][]; count: number; elapsedMs: number; roundMedians: number[][] }>();
   for (let round = 0; round < rounds; round++) {
-    for (const config of configs) {
+    for (const config of round % 2 === 0 ? configs : [...configs].reverse()) {
       const bounds: Bounds = {
         warmup: round === 0 ? config.bounds.warmup : Math.min(20, config.bounds.warmup),
         max: Math.ceil(config.bounds.max / rounds),

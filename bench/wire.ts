@@ -65,7 +65,7 @@ export async function wireOverhead(report: Report, cleanup: Cleanup, options: Wi
       'no other request open gets at once; from protocol 1.3 the answer stands for `subagent/start`). The floors answer a ' +
       'start-sized payload on the same kind of unix socket, each served by its own process as the daemon is: (d) vscode-jsonrpc ' +
       'with its own writers on both ends, (f) vscode-jsonrpc with the frame writer the client and daemon use, (r) no library. ' +
-      `Configurations alternate in ${options.rounds} rounds; a round's medians make one pair, and "÷ floor" is the median ` +
+      `Configurations alternate in ${options.rounds} rounds, every other one in reverse order; a round's medians make one pair, and "÷ floor" is the median ` +
       '(min – max) of the per-round ratios.',
   );
   const local = await inProcessDaemon(cleanup);
@@ -213,8 +213,10 @@ export async function wireOverhead(report: Report, cleanup: Cleanup, options: Wi
     const echo: LoadFigures[] = [];
     const daemon: LoadFigures[] = [];
     for (let pair = 0; pair < options.throughputPairs; pair++) {
-      echo.push(await runEchoLoad(connections));
+      // Which goes first alternates (ABBA), as in every paired figure of the bench.
+      if (pair % 2 === 0) echo.push(await runEchoLoad(connections));
       daemon.push(await runLoad(connections));
+      if (pair % 2 === 1) echo.push(await runEchoLoad(connections));
     }
     const fraction = spreadOf(ratios(daemon.map((d) => d.perSecond), echo.map((e) => e.perSecond)));
     const row = (label: string, figures: LoadFigures[], vs: string): void => {
@@ -229,7 +231,7 @@ export async function wireOverhead(report: Report, cleanup: Cleanup, options: Wi
     const cpu = spreadOf(daemon.map((f) => f.serverCpu / f.perSecond)).median;
     fractions.push({ connections, fraction, perRunCpu: cpu });
   }
-  load.note(`${options.throughputPairs} alternating (echo, daemon) pairs per row; "÷ echo" is the median (min – max) of the per-pair ratios. Load average ${formatLoad()} at the end.`);
+  load.note(`${options.throughputPairs} alternating pairs per row (echo first, then the daemon first, …); "÷ echo" is the median (min – max) of the per-pair ratios. Load average ${formatLoad()} at the end.`);
   load.note('A run here is start → result → dispose (dispose is sent without blocking the next start, and awaited before the clock stops); an echo is one request.');
   load.note('CPU is CPU-seconds per wall-second of that process (100 % = one core busy); all clients run in the bench process.');
   report.table(load);
