@@ -73,6 +73,8 @@ export async function daemonProcess(
   config: Record<string, unknown> = {},
   /** Extra node flags (the profiler's `--cpu-prof …`). */
   nodeArgs: readonly string[] = [],
+  /** Extra environment (the bench host's switches, daemon-host.ts). */
+  env: Readonly<Record<string, string>> = {},
 ): Promise<DaemonProcess> {
   if (!existsSync(CLI)) throw new Error(`build first: ${CLI} is missing`);
   const dir = cleanup.tempDir();
@@ -82,7 +84,7 @@ export async function daemonProcess(
   const child = spawn(
     process.execPath,
     [...nodeArgs, '--expose-gc', HOST, 'daemon', '--socket', socket, '--state-dir', join(dir, 'state'), '--config', configPath],
-    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, SUBAGENTD_SOCKET: '', SUBAGENTD_HOME: '', SUBAGENTD_CONFIG: '' } },
+    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, SUBAGENTD_SOCKET: '', SUBAGENTD_HOME: '', SUBAGENTD_CONFIG: '', ...env } },
   );
   let stderr = '';
   let partial = '';

@@ -86,6 +86,17 @@ export async function wireOverhead(report: Report, cleanup: Cleanup, options: Wi
   };
 
   const [procClient] = await clients(cleanup, proc.socket, 1, 'bench-proc');
+  // Row s: the same client and daemon, the start answered before the service (daemon-host.ts).
+  const answerFirst = await daemonProcess(cleanup, {}, [], { SUBAGENTD_BENCH_START: 'answer-first' });
+  const [answerFirstClient] = await clients(cleanup, answerFirst.socket, 1, 'bench-answer-first');
+  const firstRun = await answerFirstClient!.start('echo', { prompt: PROMPT, parent, signal: abortSignal() });
+  await firstRun.result;
+  // Its later starts have no child behind them: never awaited, never disposed (the client drops them at close).
+  const answerFirstOnce: Once = async () => {
+    const t0 = performance.now();
+    await answerFirstClient!.start('echo', { prompt: PROMPT, parent, signal: abortSignal() });
+    return [performance.now() - t0];
+  };
   const stdio = await stdioClient(cleanup);
   const floorPath = (kind: string): string => join(proc.dir, 'run', `echo-${kind}.sock`);
   const echoPid = await echoServerProcess(cleanup, floorPath('library'), 'library');
@@ -100,6 +111,7 @@ export async function wireOverhead(report: Report, cleanup: Cleanup, options: Wi
     { name: 'a', bounds: options.latency, once: inProcessOnce },
     { name: 'b', bounds: options.latency, once: clientOnce(procClient!, parent) },
     { name: 'c', bounds: options.latency, once: clientOnce(stdio, parent) },
+    { name: 's', bounds: options.latency, once: answerFirstOnce },
     { name: 'd', bounds: options.latency, once: floorOnce(echoLibrary, params) },
     { name: 'e', bounds: options.latency, once: floorOnce(echoLibrary, params, true) },
     { name: 'f', bounds: options.latency, once: floorOnce(echoFrames, params) },
@@ -132,6 +144,7 @@ export async function wireOverhead(report: Report, cleanup: Cleanup, options: Wi
     ['a', '(a) in-process SubagentService, no wire'],
     ['b', '(b) client → unix socket → daemon process'],
     ['c', '(c) client → stdio → private daemon process'],
+    ['s', '(s) (b) with the start answered before the service (the bench host answers a copy of the first)'],
     ['d', '(d) floor: vscode-jsonrpc echo process, its own writers'],
     ['e', '(e) floor (d) sending a notification before it answers'],
     ['f', '(f) floor: vscode-jsonrpc echo process, frame writer both ends'],
@@ -157,6 +170,12 @@ export async function wireOverhead(report: Report, cleanup: Cleanup, options: Wi
       `${ms(spreadOf(get('f').rounds).median - spreadOf(get('r').rounds).median)}.`,
   );
   table.note('For the floor rows "runs/s" is echo round trips/s.');
+  table.note(
+    "(s) keeps the client, the socket and the daemon's reading, framing and writing, and takes out the service (validation, " +
+      'admission, the provider, the run record and its write-ahead): (s) ÷ (d) is the client and the wire against the floor, and ' +
+      `(b) ÷ (s) per round, ${spreadText(spreadOf(ratios(get('b').rounds, get('s').rounds)), ratio)} (by the medians ` +
+      `${ms(spreadOf(get('b').rounds).median - spreadOf(get('s').rounds).median)} a start), is what the service's own work adds.`,
+  );
   table.note(
     'What (b) and (c) do not pay of that: both ends read frames with the shared splitter (common/frame-splitter.ts), not the ' +
       "library's reader; the client takes answers as they are read (vscode-jsonrpc's maxParallelism, kept in order by " +
