@@ -5,6 +5,9 @@
  * when each request arrived (performance.now) and speaks to its parent over the fork IPC channel:
  *   → { baseUrl } once listening;  ← { steps } arms a run (clears the times);  ← 'times' → { times }.
  * It exits when the parent goes away (IPC disconnect), so it can't outlive the bench.
+ * It keeps no request: the test server records each one with its parsed body, and a 1000-step
+ * run's bodies (the whole history each) held across pairs grew its heap to gigabytes, whose GC
+ * pauses fell on whichever run was measuring.
  */
 import { startChatCompletionsServer, textResponse, toolCallResponse } from '../test/support/chat-completions-server.js';
 
@@ -13,6 +16,7 @@ let times: number[] = [];
 const server = await startChatCompletionsServer({
   fallback: (body: { messages?: Array<{ role: string }> }) => {
     times.push(performance.now());
+    server.requests.length = 0;
     const results = body.messages?.filter((m) => m.role === 'tool').length ?? 0;
     return results + 1 >= steps
       ? textResponse(['done after ', String(steps), ' steps'])
