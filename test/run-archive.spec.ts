@@ -169,4 +169,33 @@ describe('a long-lived daemon', () => {
     index.close();
     expect(readFileSync(path, 'utf8').trim().split('\n').map((line) => (JSON.parse(line) as IndexedRun).runId)).toEqual(['run-0000', 'run-0002']);
   });
+
+  it('archives finished runs once their records pass maxHeldBytes, however few, and reads large ones back whole', async () => {
+    const path = indexPath();
+    const index = new RunIndex(path, undefined, undefined, 10_000, 1_500_000);
+    const settled = (n: number): IndexedRun => ({
+      ...run(n, 'settled'),
+      result: { output: [{ type: 'text', text: `${n}:`.padEnd(200_000, 'x') }], stopReason: 'completed' },
+    });
+    const turn = (): Promise<unknown> => new Promise((resolve) => setImmediate(resolve));
+    index.put(run(0, 'running'));
+    for (let n = 1; n <= 7; n++) index.put(settled(n)); // ≈ 1.4 MB of records: under the bound
+    await turn();
+    expect(index.all()).toHaveLength(8);
+    expect(index.archive.count).toBe(0);
+    index.put(settled(8)); // ≈ 1.6 MB: past it
+    await turn();
+    expect(ids(index.all())).toEqual(['run-0000']);
+    expect(index.archive.count).toBe(8);
+    // The archive's write is chunked (about 1 MiB a write): every record reads back at its offset.
+    for (let n = 1; n <= 8; n++) {
+      const text = (index.get(`run-${String(n).padStart(4, '0')}`)?.result?.output[0] as { text: string } | undefined)?.text;
+      expect(text?.length).toBe(200_000);
+      expect(text?.startsWith(`${n}:x`)).toBe(true);
+    }
+    index.put({ ...run(0, 'running'), revision: 2 });
+    await turn();
+    expect(index.archive.count).toBe(8); // nothing finished held: no pass
+    index.close();
+  });
 });

@@ -22,6 +22,7 @@ import { readStoredRun, type IndexedRun } from './indexed-run.js';
 const ENTRY = 12;
 const BLOCK_ENTRIES = 256;
 const SCAN_CHUNK = 1 << 20;
+const WRITE_CHUNK = 1 << 20;
 
 export class RunArchive {
   private hashes = new Uint32Array(1024);
@@ -48,15 +49,24 @@ export class RunArchive {
   /** Appends records in one write, then their index entries in another. */
   append(runs: readonly IndexedRun[]): void {
     if (runs.length === 0) return;
-    const lines = runs.map((run) => Buffer.from(`${JSON.stringify(run)}\n`));
     const entries = Buffer.alloc(ENTRY * runs.length);
     let at = this.size;
-    lines.forEach((line, i) => {
-      entries.writeUInt32LE(hashOf(runs[i]!.runId), i * ENTRY);
+    // Written in chunks of about WRITE_CHUNK bytes: a pass can move many large records, and one
+    // buffer of them all would be a transient allocation of that size (malloc keeps such memory).
+    let chunk: string[] = [];
+    let chunkAt = at;
+    runs.forEach((run, i) => {
+      const line = `${JSON.stringify(run)}\n`;
+      entries.writeUInt32LE(hashOf(run.runId), i * ENTRY);
       entries.writeDoubleLE(at, i * ENTRY + 4);
-      at += line.length;
+      at += Buffer.byteLength(line);
+      chunk.push(line);
+      if (at - chunkAt >= WRITE_CHUNK || i === runs.length - 1) {
+        writeAll(this.fd, Buffer.from(chunk.join('')), chunkAt);
+        chunk = [];
+        chunkAt = at;
+      }
     });
-    writeAll(this.fd, Buffer.concat(lines), this.size);
     writeSync(this.idxFd, entries);
     for (let i = 0; i < runs.length; i++) this.push(entries.readUInt32LE(i * ENTRY), entries.readDoubleLE(i * ENTRY + 4));
     this.size = at;

@@ -14,9 +14,12 @@
  *
  * Only runs that may still change are kept in memory (running, starting, checkpointed, and this
  * daemon's own until they are archived). At open, at each `archiveFinished` (gc), and after a
- * batch that leaves more than `maxHeld` runs in memory, settled and disposed runs move to the
- * archive on disk (run-archive.ts), written before the log is rewritten without them, so start-up
- * reads the short log and the archive's offset index, never every stored record.
+ * batch that leaves more than `maxHeld` runs, or more than `maxHeldBytes` of finished records, in
+ * memory, settled and disposed runs move to the archive on disk (run-archive.ts), written before
+ * the log is rewritten without them, so start-up reads the short log and the archive's offset
+ * index, never every stored record. The byte bound is for runs with large outputs (a record keeps
+ * up to `maxStoredOutputBytes` of it): by count alone, 10,000 runs of 64 KiB held 640 MiB of heap
+ * and grew the log by 1.2 GiB before a pass, whose one archive write then peaked at 1.5 GiB RSS.
  *
  * A failed write (ENOSPC, EROFS, EIO...) never throws at a caller and never leaves a torn line:
  * the file is cut back to its last whole line, the unwritten records stay queued (one per run,
@@ -41,6 +44,9 @@ import { describeWriteFault, StateFaults } from './state-faults.js';
 /** While faulted, how often queued records are retried without a new change to carry them. */
 const RETRY_MS = 2000;
 
+/** Finished records' bytes in memory past which a write batch archives them. */
+export const DEFAULT_MAX_HELD_BYTES = 16 * 1024 * 1024;
+
 export interface IndexProblems {
   tornTail: boolean;
   readonly corrupt: Array<{ line: number; reason: string }>;
@@ -59,6 +65,9 @@ export class RunIndex {
   readonly problems: IndexProblems;
   readonly archive: RunArchive;
   private archiveAt: number;
+  /** The written line length of each finished (settled, disposed) record held in memory, and their sum. */
+  private readonly finishedBytes = new Map<string, number>();
+  private heldFinishedBytes = 0;
 
   constructor(
     private readonly path: string,
@@ -67,6 +76,8 @@ export class RunIndex {
     private readonly faults = new StateFaults(),
     /** Runs in memory past which a write batch also archives the finished ones (a long-lived daemon). */
     private readonly maxHeld = 10_000,
+    /** Bytes of finished records in memory past which a write batch archives them. */
+    private readonly maxHeldBytes = DEFAULT_MAX_HELD_BYTES,
   ) {
     this.problems = this.load();
     this.archiveAt = maxHeld;
@@ -144,12 +155,15 @@ export class RunIndex {
   }
 
   private write(): void {
-    const lines = [...this.pending.values()].map((run) => `${JSON.stringify(run)}\n`).join('');
+    const records = [...this.pending.values()];
+    const lines = records.map((run) => `${JSON.stringify(run)}\n`);
+    const text = lines.join('');
     try {
       this.fd ??= openSync(this.path, 'a', 0o600);
-      writeSync(this.fd, lines);
-      this.size += Buffer.byteLength(lines);
+      writeSync(this.fd, text);
+      this.size += Buffer.byteLength(text);
       this.pending.clear();
+      records.forEach((run, i) => this.countFinished(run, lines[i]!.length));
       if (this.fault !== undefined) {
         this.fault = undefined;
         this.faults.cleared(this.path);
@@ -166,11 +180,20 @@ export class RunIndex {
     }
   }
 
-  /** A batch's write, then, past `archiveAt` runs in memory, an archiving pass. */
+  /** Keeps `heldFinishedBytes` the sum of the held finished records' line lengths (UTF-16 units: near enough). */
+  private countFinished(run: IndexedRun, length: number): void {
+    const finished = run.state === 'settled' || run.state === 'disposed';
+    this.heldFinishedBytes += (finished ? length : 0) - (this.finishedBytes.get(run.runId) ?? 0);
+    if (finished) this.finishedBytes.set(run.runId, length);
+    else this.finishedBytes.delete(run.runId);
+  }
+
+  /** A batch's write, then, past `archiveAt` runs or `maxHeldBytes` of finished records in memory, an archiving pass. */
   private flushBatch(): void {
     this.batchScheduled = false;
     this.flush();
-    if (this.closed || this.fault !== undefined || this.runs.size <= this.archiveAt) return;
+    if (this.closed || this.fault !== undefined) return;
+    if (this.runs.size <= this.archiveAt && this.heldFinishedBytes <= this.maxHeldBytes) return;
     try {
       this.archiveFinished();
     } catch (error) {
@@ -266,6 +289,8 @@ export class RunIndex {
     finished.sort((a, b) => (a.startedAt < b.startedAt ? -1 : a.startedAt > b.startedAt ? 1 : 0));
     this.archive.append(finished); // before the log forgets them
     for (const run of finished) this.runs.delete(run.runId);
+    this.finishedBytes.clear();
+    this.heldFinishedBytes = 0;
     const temp = `${this.path}.${process.pid}.tmp`;
     try {
       writeFileSync(temp, [...this.runs.values()].map((r) => `${JSON.stringify(r)}\n`).join(''), { mode: 0o600 });
