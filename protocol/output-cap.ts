@@ -47,7 +47,7 @@ export function capBlocks<B extends Block>(blocks: readonly B[], maxBytes: numbe
   let left = maxBytes;
   const out: B[] = [];
   for (const block of blocks) {
-    const size = block.type === 'text' ? Buffer.byteLength(block.text ?? '', 'utf8') : (block.data?.length ?? 0);
+    const size = blockBytes(block);
     if (size <= left) {
       out.push(block);
       left -= size;
@@ -58,4 +58,16 @@ export function capBlocks<B extends Block>(blocks: readonly B[], maxBytes: numbe
     return { blocks: out, truncated: true };
   }
   return { blocks: out, truncated: false };
+}
+
+/** What a block counts against an output cap: its text's UTF-8 bytes, or its data's length. */
+export function blockBytes(block: Block): number {
+  return block.type === 'text' ? Buffer.byteLength(block.text ?? '', 'utf8') : (block.data?.length ?? 0);
+}
+
+/** The bytes of content blocks as the output caps count them. */
+export function blocksBytes(blocks: readonly Block[]): number {
+  let bytes = 0;
+  for (const block of blocks) bytes += blockBytes(block);
+  return bytes;
 }

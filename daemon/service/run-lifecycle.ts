@@ -259,7 +259,7 @@ export class RunLifecycle {
         record.run = undefined;
         const keep = record.checkpointed || record.keptForNextDaemon || (this.shuttingDown() && record.owner.durable === true);
         if (!keep) this.record(record, { state: 'disposed' });
-        this.table.disposed();
+        this.table.disposed(record);
       }
     })();
     return record.disposing;

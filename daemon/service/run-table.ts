@@ -5,12 +5,14 @@
  * table has what only a live process has (the child, its host, its abort controller, waiters).
  *
  * Rules:
- * - At most DISPOSED_RETENTION disposed runs stay; the oldest go first.
+ * - At most DISPOSED_RETENTION disposed runs stay, holding at most DISPOSED_RETENTION_BYTES of
+ *   output between them; the oldest go first, never the one just disposed. (A run's output may be
+ *   up to `maxOutputBytes`, 2 MiB by default: by count alone, 1,000 of them could hold 2 GiB.)
  * - `owned` is the one ownership check: UNKNOWN_RUN for an id nobody recorded, NOT_OWNER for a
  *   run of another connection or one known only from the ledger (attach with its token first).
  * - Cancelling a run cancels the runs its child started (nested delegation), depth first.
  */
-import { SubagentError, type RunState, type SubagentResult, type WorkerRef } from '../../protocol/index.js';
+import { blocksBytes, SubagentError, type RunState, type SubagentResult, type WorkerRef } from '../../protocol/index.js';
 import type { DaemonRun } from '../provider.js';
 import type { RunLedger } from '../store/run-ledger.js';
 import type { OwnedRunHost } from './run-hosting.js';
@@ -55,15 +57,18 @@ export interface PendingStart {
   readonly abort: AbortController;
 }
 
-/** How many disposed runs stay answerable in memory to run/wait and run/inspect. */
+/** How many disposed runs stay answerable in memory to run/wait and run/inspect, and how much of their output. */
 const DISPOSED_RETENTION = 1000;
+const DISPOSED_RETENTION_BYTES = 16 * 1024 * 1024;
 
 export class RunTable {
   private readonly runs = new Map<string, LiveRun>();
   /** The runs with a parent run (nested delegation): what a cancel or dispose scans, not every run. */
   private readonly nested = new Set<LiveRun>();
   readonly starting = new Map<string, PendingStart>();
-  private disposedCount = 0;
+  /** The disposed runs held, by id, with their output's bytes; and the sum. */
+  private readonly disposedBytes = new Map<string, number>();
+  private heldDisposedBytes = 0;
 
   get(runId: string): LiveRun | undefined {
     return this.runs.get(runId);
@@ -76,7 +81,7 @@ export class RunTable {
 
   /** A run whose publication failed: it never existed for anyone. */
   forget(run: LiveRun): void {
-    if (this.runs.get(run.runId) === run) this.runs.delete(run.runId);
+    if (this.runs.get(run.runId) === run) this.drop(run.runId, run);
     this.nested.delete(run);
   }
 
@@ -121,17 +126,21 @@ export class RunTable {
     return false;
   }
 
-  /** A run was disposed: past the retention, the oldest disposed runs are forgotten. */
-  disposed(): void {
-    this.disposedCount += 1;
-    if (this.disposedCount <= DISPOSED_RETENTION) return;
+  /** `run` was disposed: past the retention, the oldest disposed runs are forgotten. */
+  disposed(run: LiveRun): void {
+    const bytes = blocksBytes(run.result?.output ?? []);
+    this.heldDisposedBytes += bytes - (this.disposedBytes.get(run.runId) ?? 0);
+    this.disposedBytes.set(run.runId, bytes);
     for (const [runId, record] of this.runs) {
-      if (this.disposedCount <= DISPOSED_RETENTION) break;
-      if (record.state === 'disposed') {
-        this.runs.delete(runId);
-        this.nested.delete(record);
-        this.disposedCount -= 1;
-      }
+      if (this.disposedBytes.size <= DISPOSED_RETENTION && this.heldDisposedBytes <= DISPOSED_RETENTION_BYTES) break;
+      if (record.state === 'disposed' && record !== run) this.drop(runId, record);
     }
+  }
+
+  private drop(runId: string, record: LiveRun): void {
+    this.runs.delete(runId);
+    this.nested.delete(record);
+    this.heldDisposedBytes -= this.disposedBytes.get(runId) ?? 0;
+    this.disposedBytes.delete(runId);
   }
 }
