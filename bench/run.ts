@@ -134,7 +134,12 @@ const sections: SectionRun[] = [
     name: 'stored-runs',
     timeoutMs: 300_000,
     run: (cleanup) =>
-      storedRunsBench(report, cleanup, { sizes: quick ? [0, 100_000] : [0, 100_000, 1_000_000], rounds: q(5, 2), lists: q(20, 5) }),
+      storedRunsBench(report, cleanup, {
+        sizes: quick ? [0, 100_000] : [0, 100_000, 1_000_000],
+        rounds: q(5, 2),
+        lists: q(20, 5),
+        largeOutput: { steps: q(3, 2), runs: q(1000, 400) },
+      }),
   },
 ];
 

@@ -7,10 +7,11 @@
  * Retention is set past 1M so the stored runs are measured as stored, not pruned.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { createWriteStream, existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect, type RemoteSubagentService } from '../client/index.js';
-import { CLI } from './daemons.js';
+import type { ContentBlock } from '../protocol/index.js';
+import { abortSignal, CLI, clients, daemonProcess } from './daemons.js';
 import { formatLoad } from './machine.js';
 import { Cleanup, rssOf, sleep, withTimeout } from './procs.js';
 import type { Report } from './report.js';
@@ -25,7 +26,14 @@ export interface StoredRunsOptions {
   readonly rounds: number;
   /** `runs/list` requests timed per daemon. */
   readonly lists: number;
+  /** Large-output runs: steps of `runs` runs each, memory read after every step. */
+  readonly largeOutput: { readonly steps: number; readonly runs: number };
 }
+
+/** The output of each large-output run (the echo provider returns its prompt). */
+const LARGE_OUTPUT_BYTES = 64 * 1024;
+/** Clients the large-output runs are spread over, one run at a time each. */
+const LARGE_OUTPUT_CLIENTS = 4;
 
 const RETAIN_ALL = { retention: { runs: { maxCount: 10_000_000, maxAgeDays: 36_500 } } };
 
@@ -199,4 +207,43 @@ export async function storedRunsBench(report: Report, cleanup: Cleanup, options:
     const f = figures.get(size)!;
     report.verdict(`daemon RSS ≤ +40 MiB over empty at ${size.toLocaleString('en')} stored runs`, bytes(f.over), f.over <= 40 * 1024 * 1024);
   }
+  await largeOutputs(report, cleanup, options.largeOutput);
+}
+
+/**
+ * Runs whose records are large: a record keeps up to 256 KiB of its run's output, and finished
+ * records stay in memory until a write batch archives them (run-index.ts: past 10,000 runs or
+ * 16 MiB of them). The daemon's heap after a full GC, its RSS and the log's size, step by step.
+ */
+async function largeOutputs(report: Report, cleanup: Cleanup, options: StoredRunsOptions['largeOutput']): Promise<void> {
+  const daemon = await daemonProcess(cleanup);
+  const services = await clients(cleanup, daemon.socket, LARGE_OUTPUT_CLIENTS, 'bench-large');
+  const parent = { sessionId: 'bench-parent', cwd: daemon.dir };
+  const prompt: ContentBlock[] = [{ type: 'text', text: `echo ${'x'.repeat(LARGE_OUTPUT_BYTES - 5)}` }];
+  const log = join(daemon.dir, 'state', 'runs.jsonl');
+  const table = new Table(
+    `Large outputs: ${LARGE_OUTPUT_CLIENTS} clients run \`echo\` runs of ${bytes(LARGE_OUTPUT_BYTES)} output (start → result → dispose), memory after each step`,
+    ['runs so far', 'heap used (after a full GC)', 'RSS', '`runs.jsonl`'],
+  );
+  const heaps: number[] = [];
+  let done = 0;
+  for (let step = 0; step < options.steps; step++) {
+    await Promise.all(
+      services.map(async (service) => {
+        for (let i = 0; i < options.runs / LARGE_OUTPUT_CLIENTS; i++) {
+          const run = await service.start('echo', { prompt, parent, signal: abortSignal() });
+          await run.result;
+          await run.dispose();
+          done += 1;
+        }
+      }),
+    );
+    const memory = await daemon.gcMemory();
+    heaps.push(memory.heapUsed);
+    table.row(done.toLocaleString('en'), bytes(memory.heapUsed), bytes(memory.rss), bytes(existsSync(log) ? statSync(log).size : 0));
+  }
+  table.note(`${bytes(LARGE_OUTPUT_BYTES * done)} of output in all; the daemon archives finished records past 16 MiB of them in memory (or 10,000 runs).`);
+  report.table(table);
+  const growth = heaps.at(-1)! - heaps[0]!;
+  report.verdict('heap flat under large outputs: growth from the first step to the last ≤ 16 MiB (the held-records bound)', bytes(growth), growth <= 16 * 1024 * 1024);
 }
