@@ -138,7 +138,7 @@ const sections: SectionRun[] = [
         sizes: quick ? [0, 100_000] : [0, 100_000, 1_000_000],
         rounds: q(5, 2),
         lists: q(20, 5),
-        largeOutput: { steps: q(3, 2), runs: q(1000, 400) },
+        largeOutput: { steps: q(3, 2), runs: q(1000, 200) },
       }),
   },
 ];
