@@ -63,12 +63,13 @@ it('caps the output and the event stream with one marker, names both cuts, and c
   expect(streamed).toBeLessThanOrEqual(CAP);
   await run.dispose();
 
-  // The record on disk: one line per change, the settled one capped at the stored cap.
+  // The record on disk: one line per change (the whole record, then changes), the settled one capped at the stored cap.
   const lines = readFileSync(join(daemon.stateDir, 'runs.jsonl'), 'utf8').trim().split('\n');
   const mine = lines.filter((line) => line.includes(run.id));
   expect(mine.length).toBeGreaterThan(0);
   for (const line of mine) expect(Buffer.byteLength(line)).toBeLessThan(DEFAULT_MAX_STORED_OUTPUT_BYTES + 4096);
-  const settled = mine.map((line) => JSON.parse(line) as { result?: { output: Array<{ text: string }>; diagnostic: string } }).find((r) => r.result);
+  type Stored = { result?: { output: Array<{ text: string }>; diagnostic: string } };
+  const settled = mine.map((line) => JSON.parse(line) as Stored & { change?: Stored }).map((r) => r.change ?? r).find((r) => r.result);
   expect(settled?.result?.output[0]?.text.endsWith(TRUNCATION_MARKER)).toBe(true);
   expect(settled?.result?.diagnostic).toContain(truncationNote('stored output', DEFAULT_MAX_STORED_OUTPUT_BYTES));
 });

@@ -67,6 +67,62 @@ describe('RunIndex', () => {
     expect(readdirSync(dir).some((name) => name.startsWith('runs.jsonl.corrupt-'))).toBe(true);
     index.close();
   });
+
+  it('writes a later change of a run as the changed fields only, and reads it back onto the record before it', () => {
+    const path = join(temp(), 'runs.jsonl');
+    const output = 'x'.repeat(50_000);
+    const index = new RunIndex(path);
+    index.put(run('a'));
+    index.flush();
+    const settled = { ...index.get('a')!, state: 'settled' as const, revision: 2, result: { output: [{ type: 'text' as const, text: output }], stopReason: 'completed' } };
+    index.put(settled);
+    index.flush();
+    index.put({ ...index.get('a')!, state: 'disposed', revision: 3 });
+    index.flush();
+    const lines = readFileSync(path, 'utf8').trim().split('\n');
+    expect(lines).toHaveLength(3);
+    expect(JSON.parse(lines[0]!)).toEqual(run('a')); // the first line is the whole record
+    expect(JSON.parse(lines[1]!)).toEqual({ runId: 'a', change: { state: 'settled', revision: 2, result: settled.result } });
+    expect(JSON.parse(lines[2]!)).toEqual({ runId: 'a', change: { state: 'disposed', revision: 3 } }); // not the output again
+    expect(lines[2]!.length).toBeLessThan(100);
+    // A removed field needs a whole line.
+    const { result: _dropped, ...withoutResult } = index.get('a')!;
+    index.put({ ...withoutResult, revision: 4 });
+    index.flush();
+    expect(JSON.parse(readFileSync(path, 'utf8').trim().split('\n')[3]!)).toEqual({ ...withoutResult, revision: 4 });
+    index.close();
+    // The first three lines read back (alone, as the open's compaction archives a finished run).
+    const copy = join(temp(), 'runs.jsonl');
+    writeFileSync(copy, lines.map((line) => `${line}\n`).join(''));
+    const reopened = new RunIndex(copy);
+    expect(reopened.problems.corrupt).toEqual([]);
+    expect(reopened.get('a')).toEqual({ ...settled, state: 'disposed', revision: 3 });
+    reopened.close();
+  });
+
+  it('reports a change of a run with no record before it as corrupt', () => {
+    const path = join(temp(), 'runs.jsonl');
+    writeFileSync(path, `${JSON.stringify({ runId: 'ghost', change: { state: 'disposed', revision: 2 } })}\n${JSON.stringify(run('b'))}\n`);
+    const index = new RunIndex(path);
+    expect(index.problems.corrupt).toEqual([{ line: 1, reason: 'a change of a run with no record before it' }]);
+    expect(index.all().map((r) => r.runId)).toEqual(['b']);
+    index.close();
+  });
+
+  it('after a compaction, changes follow the whole lines it wrote', async () => {
+    const path = join(temp(), 'runs.jsonl');
+    const index = new RunIndex(path);
+    index.put(run('a'));
+    index.put(run('b', 'settled'));
+    index.archiveFinished(); // the log is rewritten as one whole line per kept run
+    expect(readFileSync(path, 'utf8').trim().split('\n').map((line) => JSON.parse(line) as IndexedRun)).toEqual([run('a')]);
+    index.put({ ...index.get('a')!, state: 'settled', revision: 2 });
+    index.put({ ...index.get('b')!, state: 'disposed', revision: 2 }); // from the archive: not in the log, so whole
+    index.flush();
+    const lines = readFileSync(path, 'utf8').trim().split('\n').map((line) => JSON.parse(line) as object);
+    expect(lines.slice(1)).toEqual([{ runId: 'a', change: { state: 'settled', revision: 2 } }, { ...run('b'), state: 'disposed', revision: 2 }]);
+    index.close();
+  });
 });
 
 describe('LocalLedger', () => {
@@ -104,7 +160,9 @@ describe('LocalLedger', () => {
     await ledger.transition('b', { state: 'settled', settledAt: created[1]!.startedAt }, 1);
     expect(onDisk()).toHaveLength(3);
     await new Promise((resolve) => setImmediate(resolve));
-    expect(onDisk().map((line) => JSON.parse(line).state)).toEqual(['running', 'running', 'settled', 'settled']);
+    // b was in the file: its settle is written as the change.
+    expect(onDisk().map((line) => JSON.parse(line).state ?? JSON.parse(line).change?.state)).toEqual(['running', 'running', 'settled', 'settled']);
+    expect(JSON.parse(onDisk()[3]!)).toMatchObject({ runId: 'b', change: { state: 'settled', revision: 2 } });
     await ledger.close();
   });
 

@@ -12,7 +12,13 @@ export type IndexedState = StoredState;
 
 /** A parsed line as a record, or undefined when it is not one. */
 export function readStoredRun(line: string): StoredRun | undefined {
-  const run = JSON.parse(line) as Partial<StoredRun> & { daemonEpoch?: string; daemonPid?: number };
+  return storedRunFrom(JSON.parse(line));
+}
+
+/** A parsed JSON value as a record, or undefined when it is not one. */
+export function storedRunFrom(value: unknown): StoredRun | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const run = value as Partial<StoredRun> & { daemonEpoch?: string; daemonPid?: number };
   if (typeof run.runId !== 'string' || typeof run.state !== 'string') return undefined;
   if (run.worker !== undefined && run.revision !== undefined) return run as StoredRun;
   const { daemonEpoch, daemonPid, ...rest } = run;

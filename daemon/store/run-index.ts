@@ -1,6 +1,10 @@
 /**
  * The run index: an append-only JSONL log in the state dir, one line per change of a run's
- * record (last line wins). It is what outlives the daemon: who owns a run (a token hash), where
+ * record. A run's first line in the log is its whole record; a later one is the change alone
+ * (`{"runId", "change": {the fields that changed}}`), applied to the record before it when the log
+ * is read, so a dispose does not write a run's output (up to `maxStoredOutputBytes`) again. A change
+ * that removes a field is written whole, and a whole line replaces the record.
+ * It is what outlives the daemon: who owns a run (a token hash), where
  * its session lives, how it ended — so a restarted daemon can answer `run/wait`, mark runs it
  * never saw finish as interrupted, and never show a dead daemon's run as running.
  *
@@ -36,7 +40,7 @@ import {
   type SubagentResult,
 } from '../../protocol/index.js';
 import { RunArchive } from './run-archive.js';
-import { readStoredRun, type IndexedRun } from './indexed-run.js';
+import { storedRunFrom, type IndexedRun } from './indexed-run.js';
 
 export type { IndexedRun, IndexedState } from './indexed-run.js';
 import { describeWriteFault, StateFaults } from './state-faults.js';
@@ -65,7 +69,9 @@ export class RunIndex {
   readonly problems: IndexProblems;
   readonly archive: RunArchive;
   private archiveAt: number;
-  /** The written line length of each finished (settled, disposed) record held in memory, and their sum. */
+  /** Each run's record as the log file has it now, and about how long a whole line of it is. */
+  private readonly logged = new Map<string, { readonly record: IndexedRun; readonly bytes: number }>();
+  /** That length for each finished (settled, disposed) record held in memory, and their sum. */
   private readonly finishedBytes = new Map<string, number>();
   private heldFinishedBytes = 0;
 
@@ -156,14 +162,14 @@ export class RunIndex {
 
   private write(): void {
     const records = [...this.pending.values()];
-    const lines = records.map((run) => `${JSON.stringify(run)}\n`);
-    const text = lines.join('');
+    const lines = records.map((run) => this.lineOf(run));
+    const text = lines.map((line) => line.text).join('');
     try {
       this.fd ??= openSync(this.path, 'a', 0o600);
       writeSync(this.fd, text);
       this.size += Buffer.byteLength(text);
       this.pending.clear();
-      records.forEach((run, i) => this.countFinished(run, lines[i]!.length));
+      records.forEach((run, i) => this.logs(run, lines[i]!.bytes));
       if (this.fault !== undefined) {
         this.fault = undefined;
         this.faults.cleared(this.path);
@@ -180,11 +186,21 @@ export class RunIndex {
     }
   }
 
-  /** Keeps `heldFinishedBytes` the sum of the held finished records' line lengths (UTF-16 units: near enough). */
-  private countFinished(run: IndexedRun, length: number): void {
+  /** `run`'s next line: its change since the log's record of it, or the whole record; and about how long a whole line of it is. */
+  private lineOf(run: IndexedRun): { text: string; bytes: number } {
+    const before = this.logged.get(run.runId);
+    const change = before && changeOf(before.record, run);
+    const text = `${JSON.stringify(change ? { runId: run.runId, change } : run)}\n`;
+    // Lengths in UTF-16 units: near enough for a bound on memory.
+    return { text, bytes: change ? before.bytes + text.length : text.length };
+  }
+
+  /** `run` is in the log as it is now; `heldFinishedBytes` stays the sum over the finished ones held. */
+  private logs(run: IndexedRun, bytes: number): void {
+    this.logged.set(run.runId, { record: run, bytes });
     const finished = run.state === 'settled' || run.state === 'disposed';
-    this.heldFinishedBytes += (finished ? length : 0) - (this.finishedBytes.get(run.runId) ?? 0);
-    if (finished) this.finishedBytes.set(run.runId, length);
+    this.heldFinishedBytes += (finished ? bytes : 0) - (this.finishedBytes.get(run.runId) ?? 0);
+    if (finished) this.finishedBytes.set(run.runId, bytes);
     else this.finishedBytes.delete(run.runId);
   }
 
@@ -264,9 +280,14 @@ export class RunIndex {
     lines.forEach((line, i) => {
       if (line === '') return;
       try {
-        const run = readStoredRun(line);
+        const value: unknown = JSON.parse(line);
+        const change = changeLine(value);
+        const before = change && this.logged.get(change.runId);
+        if (change && !before) throw new Error('a change of a run with no record before it');
+        const run = before ? { ...before.record, ...change!.change } : storedRunFrom(value);
         if (!run) throw new Error('not a run record');
         this.runs.set(run.runId, run);
+        this.logged.set(run.runId, { record: run, bytes: (before?.bytes ?? 0) + line.length + 1 });
       } catch (error) {
         if (i === last) problems.tornTail = true;
         else problems.corrupt.push({ line: i + 1, reason: (error as Error).message });
@@ -292,13 +313,17 @@ export class RunIndex {
     this.finishedBytes.clear();
     this.heldFinishedBytes = 0;
     const temp = `${this.path}.${process.pid}.tmp`;
+    const kept = [...this.runs.values()].map((run) => ({ run, line: `${JSON.stringify(run)}\n` }));
     try {
-      writeFileSync(temp, [...this.runs.values()].map((r) => `${JSON.stringify(r)}\n`).join(''), { mode: 0o600 });
+      writeFileSync(temp, kept.map(({ line }) => line).join(''), { mode: 0o600 });
       renameSync(temp, this.path);
     } catch (error) {
       rmSync(temp, { force: true });
       throw error;
     }
+    // The log now holds each kept run as one whole line.
+    this.logged.clear();
+    for (const { run, line } of kept) this.logged.set(run.runId, { record: run, bytes: line.length });
     return finished.length;
   }
 }
@@ -318,4 +343,27 @@ export function storedResult(result: SubagentResult, cap: number): SubagentResul
     output: output.blocks,
     diagnostic: notes.filter((note): note is string => typeof note === 'string' && note !== '').join('; '),
   };
+}
+
+/**
+ * The fields of `after` that differ from `before` (by identity: a record's unchanged parts are the
+ * same objects), or undefined when a field was removed or cleared (only a whole line can say so).
+ */
+function changeOf(before: IndexedRun, after: IndexedRun): Partial<IndexedRun> | undefined {
+  const change: Record<string, unknown> = {};
+  for (const key of Object.keys(before)) if (!(key in after)) return undefined;
+  for (const [key, value] of Object.entries(after)) {
+    if (before[key as keyof IndexedRun] === value) continue;
+    if (value === undefined) return undefined; // JSON drops it: the change would keep the old value
+    change[key] = value;
+  }
+  return change as Partial<IndexedRun>;
+}
+
+/** A change line's parts, or undefined when the value is not one (a whole record, or neither). */
+function changeLine(value: unknown): { runId: string; change: Partial<IndexedRun> } | undefined {
+  const line = value as { runId?: unknown; change?: unknown; state?: unknown };
+  if (typeof line !== 'object' || line === null || typeof line.runId !== 'string' || line.state !== undefined) return undefined;
+  if (typeof line.change !== 'object' || line.change === null || Array.isArray(line.change)) return undefined;
+  return { runId: line.runId, change: line.change as Partial<IndexedRun> };
 }
