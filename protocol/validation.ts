@@ -90,8 +90,10 @@ function wireCompiler(): AjvInstance {
     // maxLength counts UTF-16 units (the string's length), not code points, which Ajv counts by
     // walking the whole string: on runs of 64 KiB outputs that walk was 9% of the daemon's CPU.
     // A text within a byte cap is still within the same maxLength (its UTF-16 length ≤ its UTF-8 bytes).
-    // Schemas from users (output schemas, tool inputs) keep JSON Schema's code points.
-    wireAjv = newAjv({ allErrors: false, strict: false, allowUnionTypes: true, validateSchema: false, discriminator: true, unicode: false });
+    // Schemas from users (output schemas, tool inputs) keep JSON Schema's code points. Ajv marks the
+    // option deprecated and warns on the console; `logger: false` keeps that out of a client's
+    // stderr (with strict off and the meta-schema check in the tests, it has nothing else to say).
+    wireAjv = newAjv({ allErrors: false, strict: false, allowUnionTypes: true, validateSchema: false, discriminator: true, unicode: false, logger: false });
     wireAjv.addSchema(SHARED_DEFINITIONS);
   }
   return wireAjv;
