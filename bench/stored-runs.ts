@@ -13,9 +13,9 @@ import { connect, type RemoteSubagentService } from '../client/index.js';
 import type { ContentBlock } from '../protocol/index.js';
 import { abortSignal, CLI, clients, daemonProcess } from './daemons.js';
 import { formatLoad } from './machine.js';
-import { Cleanup, rssOf, sleep, withTimeout } from './procs.js';
+import { Cleanup, cpuSecondsOf, rssOf, sleep, withTimeout } from './procs.js';
 import type { Report } from './report.js';
-import { bytes, ms, summarize } from './stats.js';
+import { bytes, ms, rate, summarize } from './stats.js';
 import { Table } from './table.js';
 import { socketAccepts } from '../common/socket-probe.js';
 
@@ -223,11 +223,14 @@ async function largeOutputs(report: Report, cleanup: Cleanup, options: StoredRun
   const log = join(daemon.dir, 'state', 'runs.jsonl');
   const table = new Table(
     `Large outputs: ${LARGE_OUTPUT_CLIENTS} clients run \`echo\` runs of ${bytes(LARGE_OUTPUT_BYTES)} output (start → result → dispose), memory after each step`,
-    ['runs so far', 'heap used (after a full GC)', 'RSS', '`runs.jsonl`'],
+    ['runs so far', 'runs/s (this step)', 'daemon CPU per run (this step)', 'heap used (after a full GC)', 'RSS', '`runs.jsonl`'],
   );
   const heaps: number[] = [];
   let done = 0;
   for (let step = 0; step < options.steps; step++) {
+    const cpuBefore = cpuSecondsOf(daemon.pid);
+    const started = performance.now();
+    const doneBefore = done;
     await Promise.all(
       services.map(async (service) => {
         for (let i = 0; i < options.runs / LARGE_OUTPUT_CLIENTS; i++) {
@@ -238,9 +241,12 @@ async function largeOutputs(report: Report, cleanup: Cleanup, options: StoredRun
         }
       }),
     );
+    const runs = done - doneBefore;
+    const perRun = `${Math.round(((cpuSecondsOf(daemon.pid) - cpuBefore) / runs) * 1e6).toLocaleString('en')} µs`;
+    const perSecond = rate((runs / (performance.now() - started)) * 1000);
     const memory = await daemon.gcMemory();
     heaps.push(memory.heapUsed);
-    table.row(done.toLocaleString('en'), bytes(memory.heapUsed), bytes(memory.rss), bytes(existsSync(log) ? statSync(log).size : 0));
+    table.row(done.toLocaleString('en'), perSecond, perRun, bytes(memory.heapUsed), bytes(memory.rss), bytes(existsSync(log) ? statSync(log).size : 0));
   }
   table.note(`${bytes(LARGE_OUTPUT_BYTES * done)} of output in all; the daemon archives finished records past 16 MiB of them in memory (or 10,000 runs).`);
   report.table(table);
