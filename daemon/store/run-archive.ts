@@ -46,7 +46,7 @@ export class RunArchive {
     return this.length;
   }
 
-  /** Appends records in one write, then their index entries in another. */
+  /** Appends records (whole lines, about WRITE_CHUNK bytes a write), then their index entries in one write. */
   append(runs: readonly IndexedRun[]): void {
     if (runs.length === 0) return;
     const entries = Buffer.alloc(ENTRY * runs.length);
