@@ -57,7 +57,10 @@ export function serveDaemonNotifications(channel: RpcChannel, targets: Notificat
   channel.onNotification(
     EndNotification,
     (params) => {
-      const { result: _result, error: _error, ...event } = params;
+      const { result, error: _error, ...rest } = params;
+      // From 1.4 the daemon sends the output once, in `result`: the seam's end event still carries it.
+      const output = rest.lastAssistantMessage ?? (result && result.output.length > 0 ? result.output : undefined);
+      const event = output === undefined ? rest : { ...rest, lastAssistantMessage: output };
       whenKnown(runs, params.runId, (record) => record.ended(params));
       events.emit('subagent/end', event);
     },

@@ -69,7 +69,7 @@ import { defineNotification, defineRequest, type ParamsOf, type ResultOf } from 
 export { type DaemonIdentity, type ParentRef, type ProgressToken, type ProviderDescriptor, type RunInfo, type RunState, type WorkerRef } from './schemas.js';
 
 /** Semver of the wire. A different major is refused at `initialize`. */
-export const PROTOCOL_VERSION = '1.3.0';
+export const PROTOCOL_VERSION = '1.4.0';
 
 /** Default cap on one inbound frame's body; the header block has its own 8 KiB cap. */
 export const DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024;

@@ -39,7 +39,7 @@ it('a run survives its connection closing and is re-attached with its token', as
   expect(attached.result).toMatchObject({ run: { runId: started.runId, state: 'running', mine: true } });
   await second.request('run/sendMessage', { runId: started.runId, content: prompt('still here') });
   const end = await second.waitFor((m) => m.method === 'subagent/end');
-  expect(end.params).toMatchObject({ runId: started.runId, stopReason: 'completed', lastAssistantMessage: [{ text: 'still here' }] });
+  expect(end.params).toMatchObject({ runId: started.runId, stopReason: 'completed', result: { output: [{ text: 'still here' }] } });
   second.close();
 });
 

@@ -47,7 +47,7 @@ it('serves one client on stdio and exits when stdin closes', async () => {
     rest = rest.slice(start + body.length);
   }
   expect(messages.find((m) => m.id === 1)?.result).toMatchObject({ daemon: { pid: child.pid } });
-  expect(messages.find((m) => m.method === 'subagent/end')?.params).toMatchObject({ stopReason: 'completed', lastAssistantMessage: [{ text: 'echo over stdio' }] });
+  expect(messages.find((m) => m.method === 'subagent/end')?.params).toMatchObject({ stopReason: 'completed', result: { output: [{ text: 'echo over stdio' }] } });
   expect(existsSync(join(dir, 'state', 'daemon.lock'))).toBe(true);
   child.stdin.end();
   expect(await exited).toBe(0);

@@ -153,6 +153,8 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
   private takesWorker = true;
   /** Whether the client takes a start or resume reply as that run's `subagent/start` notice (1.3 and later). */
   private startInReply = true;
+  /** Whether the client reads a run's end output from `result` alone (1.4 and later): no `lastAssistantMessage` copy. */
+  private endOutputOnce = true;
   /** Set for clients of 1.3 and later: their run events leave in `run/events` batches. */
   private batch: RunEventBatch | undefined;
 
@@ -359,7 +361,11 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
     // Progress that waited for this slow reader goes out before the run's end (a batch is
     // written before the end: see beforeMessage).
     for (const waiting of this.backlog.take(event.runId)) this.sendRunEvent(event.runId, waiting);
-    this.notify(EndNotification, event);
+    // A 1.4 client takes lastAssistantMessage from result.output: the output crosses the wire once.
+    if (this.endOutputOnce && event.result !== undefined && event.lastAssistantMessage !== undefined) {
+      const { lastAssistantMessage: _repeated, ...once } = event;
+      this.notify(EndNotification, once);
+    } else this.notify(EndNotification, event);
   }
 
   notifyChildSettled(params: ChildSettledParams): void {
@@ -538,6 +544,7 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
     this.takesRetryEvents = minorOf(version) >= 1;
     this.takesWorker = minorOf(version) >= 3;
     this.startInReply = minorOf(version) >= 3;
+    this.endOutputOnce = minorOf(version) >= 4;
     // Batches replace a notification rather than add to one: only a client that said 1.3 or later
     // gets them, never an LSP-style one that states no version (it may be listening for run/event).
     const stated = params.protocolVersion ?? options.protocolVersion;
