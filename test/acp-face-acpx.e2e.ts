@@ -6,7 +6,8 @@
  * skips.
  */
 import { spawn } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { CliSandbox, cleanEnv, MAIN } from './support/cli-harness.js';
@@ -20,6 +21,9 @@ beforeAll(async () => {
   acpx = await installCached('acpx', '0.19.1');
 }, 300_000);
 afterAll(async () => {
+  // acpx 0.19.1 keeps its queue sockets in /tmp/acpx-<sha256(home), 10 hex> whatever TMPDIR says
+  // (queueSocketBaseDir in its dist/ipc-*.js); the home is this sandbox's, so that dir is ours.
+  if (box) rmSync(join('/tmp', `acpx-${createHash('sha256').update(join(box.root, 'home')).digest('hex').slice(0, 10)}`), { recursive: true, force: true });
   await box?.cleanup();
 });
 

@@ -5,7 +5,7 @@
  * child runs in a real daemon; dsh prints the final answer, which repeats what the child said.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -34,7 +34,10 @@ afterAll(async () => {
 
 function runDsh(args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [launcher, ...args], { cwd: REPO, env: { PATH: process.env['PATH'] ?? '', HOME: home, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    // dsh spills to a temp dir of its own: inside the test's home, it goes with it.
+    const tmp = join(home, 'tmp');
+    mkdirSync(tmp, { recursive: true });
+    const child = spawn(process.execPath, [launcher, ...args], { cwd: REPO, env: { PATH: process.env['PATH'] ?? '', HOME: home, TMPDIR: tmp, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
