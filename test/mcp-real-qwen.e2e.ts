@@ -69,7 +69,8 @@ it('Qwen Code delegates once through mcp__subagentd__subagent and reads the chil
   });
   const child = spawn(process.execPath, [join(qwen.packageDir, 'cli-entry.js'), '-p', 'Find out what is in the working directory, using a subagent.', '--output-format', 'json'], {
     cwd: box.work,
-    env: cleanEnv({ HOME: home, OPENAI_API_KEY: 'sk-fake', OPENAI_BASE_URL: model.baseUrl, OPENAI_MODEL: 'fake-model', CI: 'true', NO_COLOR: '1' }),
+    // TMPDIR in the sandbox: Qwen Code's peer-socket dir (qwen-socks-<nonce>) goes with it.
+    env: cleanEnv({ HOME: home, TMPDIR: box.root, OPENAI_API_KEY: 'sk-fake', OPENAI_BASE_URL: model.baseUrl, OPENAI_MODEL: 'fake-model', CI: 'true', NO_COLOR: '1' }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';
