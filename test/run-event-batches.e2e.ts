@@ -34,14 +34,24 @@ async function streamed(peer: RawPeer, text: string): Promise<{ runId: string; r
   return { runId, reply, end };
 }
 
+/** Two raw peers that said `older` and `newer` at `initialize`, closed once `body` is done. */
+async function withMinors(older: string, newer: string, body: (old: RawPeer, current: RawPeer) => Promise<void>): Promise<void> {
+  const old = await RawPeer.initialized(daemon.socket, 'old', older);
+  const current = await RawPeer.initialized(daemon.socket, 'current', newer);
+  try {
+    await body(old, current);
+  } finally {
+    old.close();
+    current.close();
+  }
+}
+
 const texts = (peer: RawPeer, runId: string): string[] => peer.runEvents().filter((e) => e.runId === runId).map((e) => e.event.text ?? '');
 const burst = (n: number, bytes: number): string[] => Array.from({ length: n }, (_, i) => `${i}:`.padEnd(bytes, '.'));
 
 describe('run events by protocol minor', () => {
-  it('a 1.2 client gets one run/event per event; a 1.3 client gets the same events batched, in the same order', async () => {
-    const old = await RawPeer.initialized(daemon.socket, 'old', '1.2.0');
-    const current = await RawPeer.initialized(daemon.socket, 'current', '1.3.0');
-    try {
+  it('a 1.2 client gets one run/event per event; a 1.3 client gets the same events batched, in the same order', () =>
+    withMinors('1.2.0', '1.3.0', async (old, current) => {
       const a = await streamed(old, 'burst 50 8');
       const b = await streamed(current, 'burst 50 8');
       expect(texts(old, a.runId)).toEqual(burst(50, 8));
@@ -51,11 +61,7 @@ describe('run events by protocol minor', () => {
       expect(current.notifications('run/event')).toHaveLength(0);
       // One turn's burst: one notification carrying all fifty.
       expect(current.notifications('run/events')).toHaveLength(1);
-    } finally {
-      old.close();
-      current.close();
-    }
-  });
+    }));
 
   it('an LSP-style client gets batches only when it states 1.3: one that states no version keeps run/event', async () => {
     const token = readFileSync(`${daemon.socket}.token`, 'utf8').trim();
@@ -156,18 +162,12 @@ describe('the client library over batches', () => {
   });
 });
 
-async function endOf(peer: RawPeer, text: string): Promise<Record<string, unknown>> {
-  const reply = await peer.request('subagent/start', { provider: 'echo', prompt: prompt(text), parent });
-  const { runId } = reply.result as { runId: string };
-  const end = await peer.waitFor((m) => m.method === 'subagent/end' && (m.params as { runId: string }).runId === runId, 10_000, `the end of ${text}`);
-  return end.params as Record<string, unknown>;
-}
+/** A run's `subagent/end` params, as the peer read them. */
+const endOf = async (peer: RawPeer, text: string): Promise<Record<string, unknown>> => (await streamed(peer, text)).end.params as Record<string, unknown>;
 
 describe('subagent/end by protocol minor', () => {
-  it('a 1.3 client gets lastAssistantMessage beside result; a 1.4 client gets the output once, in result', async () => {
-    const old = await RawPeer.initialized(daemon.socket, 'old', '1.3.0');
-    const current = await RawPeer.initialized(daemon.socket, 'current', '1.4.0');
-    try {
+  it('a 1.3 client gets lastAssistantMessage beside result; a 1.4 client gets the output once, in result', () =>
+    withMinors('1.3.0', '1.4.0', async (old, current) => {
       const before = await endOf(old, 'echo twice');
       expect(before['lastAssistantMessage']).toEqual(prompt('echo twice'));
       expect((before['result'] as { output: ContentBlock[] }).output).toEqual(prompt('echo twice'));
@@ -175,11 +175,7 @@ describe('subagent/end by protocol minor', () => {
       expect(now).not.toHaveProperty('lastAssistantMessage');
       expect((now['result'] as { output: ContentBlock[] }).output).toEqual(prompt('echo once'));
       expect(now['stopReason']).toBe('completed');
-    } finally {
-      old.close();
-      current.close();
-    }
-  });
+    }));
 
   it("the client library's subagent/end event still carries lastAssistantMessage", async () => {
     const service = await connect({ socket: daemon.socket, clientInfo: { name: 'end-once', version: '0' } });
