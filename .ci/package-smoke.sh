@@ -25,19 +25,23 @@ done
 if grep -qE '^package/dist/(test|bench)/' <<<"$listing"; then fail "the tarball ships tests or benchmarks"; fi
 # The build strips comments from the JavaScript (less source text for a daemon to hold); `prepack`
 # writes the declarations again with their doc comments, which is what the tarball must ship.
-tar xzf "$tarball" -O package/dist/daemon/daemon.d.ts | grep -q '/\*\* Trusted same-process providers' || fail 'the tarball'"'"'s .d.ts lack their doc comments'
+# Outputs are read whole before grep: `cmd | grep -q` under pipefail fails when grep exits at the
+# match before cmd has written everything (cmd then dies of SIGPIPE).
+declarations="$(tar xzf "$tarball" -O package/dist/daemon/daemon.d.ts)"
+grep -q '/\*\* Trusted same-process providers' <<<"$declarations" || fail 'the tarball'"'"'s .d.ts lack their doc comments'
 [ "$(node -p "require('$PWD/package.json').license")" = MIT ] || fail 'package.json does not state the MIT licence'
 
 npm i -g --prefix "$tmp/prefix" --no-audit --no-fund "$tarball" >/dev/null
 mkdir -p "$tmp/work" "$tmp/run" && chmod 700 "$tmp/run"
 cd "$tmp/work"
-"$tmp/prefix/bin/subagentd" --version | grep -qx "subagentd $(node -p "require('$OLDPWD/package.json').version")" || fail '--version'
+[ "$("$tmp/prefix/bin/subagentd" --version)" = "subagentd $(node -p "require('$OLDPWD/package.json').version")" ] || fail '--version'
 answer="$("$tmp/prefix/bin/subagentd" run --quiet --socket "$socket" --state-dir "$tmp/state" \
   --model scripted:examples/hello.json "Summarise this repository")"
 grep -q 'This repository is subagentd' <<<"$answer" || fail "run printed: $answer"
 
 # npx from the tarball (its own install in npm's cache, not the global one above).
-npx --yes --package "$tarball" -- subagentd --version | grep -q '^subagentd ' || fail 'npx subagentd --version'
+npx_version="$(npx --yes --package "$tarball" -- subagentd --version)"
+grep -q '^subagentd ' <<<"$npx_version" || fail "npx subagentd --version printed: $npx_version"
 
 # The library: the client's exports resolve from an installed package.
 cat >"$tmp/prefix/lib/probe.mjs" <<'JS'
