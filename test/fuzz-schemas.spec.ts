@@ -10,7 +10,8 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { CancelRequest, StartNotification, StartRequest, WIRE, type JsonSchema, type ValidationFailure } from '../protocol/index.js';
+import { CancelRequest, describeAjvError, StartNotification, StartRequest, WIRE, type JsonSchema, type ValidationFailure } from '../protocol/index.js';
+import { prebuiltValidators, WIRE_VALIDATORS_DIR } from '../protocol/validation.js';
 
 const SEED = process.env['FC_SEED'] !== undefined ? Number(process.env['FC_SEED']) : Date.now() % 2_147_483_647;
 const NUM_RUNS = 200;
@@ -323,6 +324,9 @@ function mutationOf(example: unknown): fc.Arbitrary<unknown> {
   );
 }
 
+/** The build's validators (npm test builds first). */
+const prebuilt = prebuiltValidators(new URL(`../dist/protocol/${WIRE_VALIDATORS_DIR}/`, import.meta.url));
+
 // ---------------------------------------------------------------------------------------------
 
 describe('wire validators', () => {
@@ -352,6 +356,21 @@ describe('wire validators', () => {
       check(`${kind} json`, fc.jsonValue({ maxDepth: 5 }), (value) => {
         outcome(validate, value);
       });
+    });
+
+    it("the build's prebuilt validator gives the outcome of the one compiled at run time", () => {
+      // Here (sources) the validators are compiled at run time; dist/ carries the build's.
+      const made = prebuilt(schema);
+      expect(made, `${kind}: no prebuilt validator in dist/ (run npm run build)`).toBeDefined();
+      const agree = (value: unknown): void => {
+        const fromBuild = made!(value) ? undefined : describeAjvError(made!.errors?.[0]);
+        expect(fromBuild).toEqual(outcome(validate, value)); // fast-check prints the value on a failure
+      };
+      for (const example of kindExamples) {
+        agree(example);
+        check(`${kind} prebuilt mutation`, mutationOf(example).chain((once) => mutationOf(once)), agree);
+      }
+      check(`${kind} prebuilt json`, fc.jsonValue({ maxDepth: 5 }), agree);
     });
 
     it('mutations of a valid example never throw; rejections name a field', () => {
