@@ -87,17 +87,21 @@ describe('the declarations', () => {
 });
 
 describe('lazy validators', () => {
-  it('importing protocol/ does not load Ajv; the first check does', () => {
+  it("importing protocol/ does not load Ajv; a wire check uses the build's validator, a schema off the wire loads Ajv", () => {
     const entry = join(import.meta.dirname, '..', 'dist', 'protocol', 'index.js');
+    const validation = join(import.meta.dirname, '..', 'dist', 'protocol', 'validation.js');
     const script = `
       import { createRequire } from 'node:module';
       const loaded = () => Object.keys(createRequire(import.meta.url).cache).some((path) => path.includes('/node_modules/ajv/'));
       const protocol = await import(${JSON.stringify(entry)});
       const atImport = loaded();
       const failure = protocol.StartRequest.checkParams({});
-      console.log(JSON.stringify({ atImport, afterCheck: loaded(), field: failure?.field }));
+      const afterCheck = loaded();
+      const { lazyValidator } = await import(${JSON.stringify(validation)});
+      const offWire = lazyValidator({ type: 'string' })(1);
+      console.log(JSON.stringify({ atImport, afterCheck, field: failure?.field, offWire: offWire?.field, afterOffWire: loaded() }));
     `;
     const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 20_000 });
-    expect(JSON.parse(out)).toEqual({ atImport: false, afterCheck: true, field: '/provider' });
+    expect(JSON.parse(out)).toEqual({ atImport: false, afterCheck: false, field: '/provider', offWire: '/', afterOffWire: true });
   });
 });
