@@ -125,7 +125,7 @@ export async function childAgents(report: Report, cleanup: Cleanup, world: Bench
   perRun.row('start→result, floor ÷ in-process per pair (crossing processes)', '', spreadText(spreadOf(ratios(resultMedians(flR), resultMedians(inR))), ratio), '', '');
   perRun.row("start→result, socket ÷ floor per pair (the daemon's own)", '', spreadText(spreadOf(ratios(resultMedians(soR), resultMedians(flR))), ratio), '', '');
   perRun.note(
-    `${options.perRunPairs} alternating rounds: each is a round of in-process runs, one over the socket, then one on the floor (every other round in ` +
+    `${options.perRun.warmup} unmeasured runs of each first, then ${options.perRunPairs} alternating rounds: each is a round of in-process runs, one over the socket, then one on the floor (every other round in ` +
       `reverse order); the ratio ` +
       `rows take each round's median start→result. Load average ${formatLoad()} at the end.`,
   );

@@ -65,6 +65,7 @@ export async function wireOverhead(report: Report, cleanup: Cleanup, options: Wi
       'no other request open gets at once; from protocol 1.3 the answer stands for `subagent/start`). The floors answer a ' +
       'start-sized payload on the same kind of unix socket, each served by its own process as the daemon is: (d) vscode-jsonrpc ' +
       'with its own writers on both ends, (f) vscode-jsonrpc with the frame writer the client and daemon use, (r) no library. ' +
+      `Each configuration first runs ${options.latency.warmup} times unmeasured, past the point where V8 optimizes (TurboFan) the code that runs once a run. ` +
       `Configurations alternate in ${options.rounds} rounds, every other one in reverse order; a round's medians make one pair, and "÷ floor" is the median ` +
       '(min – max) of the per-round ratios.',
   );
