@@ -1,5 +1,6 @@
 /** What the figures were measured on. */
 import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { availableParallelism, cpus, loadavg, totalmem } from 'node:os';
 
 export interface Machine {
@@ -11,6 +12,36 @@ export interface Machine {
   /** The checked-out commit (with "+ uncommitted changes" when the tree differs), or "unknown". */
   readonly commit: string;
   readonly loadStart: string;
+  /** The CPU counters at the start, for `stealSince`. */
+  readonly ticksStart: CpuTicks | undefined;
+}
+
+/** All CPUs' time since boot in clock ticks: the whole, and what the hypervisor gave to other guests while this one wanted it. */
+export interface CpuTicks {
+  readonly total: number;
+  readonly steal: number;
+}
+
+/** From /proc/stat's "cpu" line; undefined where there is none (not Linux). */
+export function cpuTicks(): CpuTicks | undefined {
+  try {
+    const fields = /^cpu +(.*)$/m.exec(readFileSync('/proc/stat', 'utf8'))![1]!.split(/ +/).map(Number);
+    // user nice system idle iowait irq softirq steal (guest time is already inside user and nice)
+    return { total: fields.slice(0, 8).reduce((a, b) => a + b, 0), steal: fields[7] ?? 0 };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The share of CPU time stolen since `start` ("steal": on a VM, time a vCPU was ready but the
+ * host ran something else). Beside the load average it tells a slow spell of the host from a busy
+ * guest: load counts this machine's own work, steal what the host's other tenants took.
+ */
+export function stealSince(start: CpuTicks | undefined): string {
+  const now = cpuTicks();
+  if (!start || !now || now.total <= start.total) return 'unknown';
+  return `${(((now.steal - start.steal) / (now.total - start.total)) * 100).toFixed(1)} %`;
 }
 
 export const formatLoad = (): string => loadavg().map((x) => x.toFixed(2)).join(' / ');
@@ -24,6 +55,7 @@ export function machine(): Machine {
     date: new Date().toISOString(),
     commit: checkedOutCommit(),
     loadStart: formatLoad(),
+    ticksStart: cpuTicks(),
   };
 }
 

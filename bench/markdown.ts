@@ -42,7 +42,7 @@ export function readPreviousRun(text: string): PreviousRun | undefined {
   return { label: `${date.slice(0, 16).replace('T', ' ')} UTC, commit ${commit.split(' ')[0]}, load ${load}`, measured, targetsTable: table, earlier };
 }
 
-export function writeBenchmarks(path: string, report: Report, machine: Machine, loadEnd: string, durationS: number): void {
+export function writeBenchmarks(path: string, report: Report, machine: Machine, loadEnd: string, durationS: number, steal: string): void {
   const previous = existsSync(path) ? readPreviousRun(readFileSync(path, 'utf8')) : undefined;
   const out: string[] = [
     '# Benchmarks',
@@ -61,6 +61,7 @@ export function writeBenchmarks(path: string, report: Report, machine: Machine, 
     `| command | \`npm run bench\` (\`node dist/bench/run.js\`) |`,
     `| load average (1 / 5 / 15 min) | ${machine.loadStart} at start, ${loadEnd} at the end |`,
     `| duration | ${durationS.toFixed(0)} s |`,
+    `| CPU time stolen by the host (\`steal\` in /proc/stat), over the run | ${steal} |`,
     '',
   ];
   const busy = Number(machine.loadStart.split(' / ')[0]) >= machine.nproc * 0.5;

@@ -15,7 +15,7 @@ import { facesBench } from './faces.js';
 import { REPO } from './daemons.js';
 import { longRunBench } from './long-run.js';
 import { hotPathProfile } from './hot-path-profile.js';
-import { formatLoad, machine } from './machine.js';
+import { cpuTicks, formatLoad, machine, stealSince } from './machine.js';
 import { writeBenchmarks } from './markdown.js';
 import { poolBench } from './pool.js';
 import { startupBench } from './startup.js';
@@ -174,6 +174,7 @@ try {
     const cleanup = new Cleanup();
     active.add(cleanup);
     const started = performance.now();
+    const ticks = cpuTicks();
     try {
       await withTimeout(section.run(cleanup, world), section.timeoutMs, section.name);
     } catch (error) {
@@ -182,7 +183,7 @@ try {
       await cleanup.runAll();
       active.delete(cleanup);
     }
-    console.log(`  (${section.name}: ${((performance.now() - started) / 1000).toFixed(1)} s)`);
+    console.log(`  (${section.name}: ${((performance.now() - started) / 1000).toFixed(1)} s, CPU time stolen by the host ${stealSince(ticks)})`);
   }
 } finally {
   await worldCleanup.runAll();
@@ -192,10 +193,10 @@ const duration = (performance.now() - begun) / 1000;
 console.log(`\nTargets:`);
 for (const v of report.verdicts) console.log(`  ${v.met ? 'met   ' : 'MISSED'}  ${v.target}: ${v.measured}`);
 if (report.failures.length > 0) console.log(`${report.failures.length} section(s) failed; see above.`);
-console.log(`Done in ${duration.toFixed(0)} s; load average now ${formatLoad()}.`);
+console.log(`Done in ${duration.toFixed(0)} s; load average now ${formatLoad()}; CPU time stolen by the host ${stealSince(host.ticksStart)}.`);
 if (only.length === 0 && !quick && !interrupted) {
   const path = join(REPO, 'BENCHMARKS.md');
-  writeBenchmarks(path, report, host, formatLoad(), duration);
+  writeBenchmarks(path, report, host, formatLoad(), duration, stealSince(host.ticksStart));
   console.log(`Wrote ${path}`);
 }
 process.exitCode = report.failures.length > 0 ? 1 : 0;

@@ -19,8 +19,8 @@ afterEach(() => {
 function run(path: string, commit: string, measured: string): void {
   const report = new Report();
   report.verdict('events/s ≥ 50k', measured, Number(measured) >= 50_000);
-  const machine: Machine = { nproc: 2, cpu: 'test cpu', node: 'v22', memory: '1 GiB', date: `2026-12-03T1${commit.length}:00:00.000Z`, commit, loadStart: '0.10 / 0.10 / 0.10' };
-  writeBenchmarks(path, report, machine, '0.10 / 0.10 / 0.10', 1);
+  const machine: Machine = { nproc: 2, cpu: 'test cpu', node: 'v22', memory: '1 GiB', date: `2026-12-03T1${commit.length}:00:00.000Z`, commit, loadStart: '0.10 / 0.10 / 0.10', ticksStart: undefined };
+  writeBenchmarks(path, report, machine, '0.10 / 0.10 / 0.10', 1, '0.0 %');
 }
 
 it('each run shows the one before beside its targets and keeps the earlier runs, also after a run that had a previous column', () => {
@@ -33,6 +33,7 @@ it('each run shows the one before beside its targets and keeps the earlier runs,
   const text = readFileSync(path, 'utf8');
   expect(text).toContain('| events/s ≥ 50k | 60000 | met | 40000 |');
   expect(text).toContain('commit bbbb');
+  expect(text).toContain('| CPU time stolen by the host (`steal` in /proc/stat), over the run | 0.0 % |');
   const earlier = text.slice(text.indexOf('## Earlier runs'));
   expect(earlier.indexOf('commit bbbb')).toBeGreaterThan(0);
   expect(earlier.indexOf('commit aaa')).toBeGreaterThan(earlier.indexOf('commit bbbb'));
