@@ -110,6 +110,7 @@ export async function daemonCommand(argv: string[]): Promise<number> {
     faults,
     requireToken: settings.config.requireToken ?? true,
     ...(settings.config.detachGraceMs !== undefined && { detachGraceMs: settings.config.detachGraceMs }),
+    ...(settings.config.pollSpinMicros !== undefined && { pollSpinMicros: settings.config.pollSpinMicros }),
     ...(settings.config.sessionRetentionDays !== undefined && { sessionRetentionDays: settings.config.sessionRetentionDays }),
     ...(settings.config.limits?.maxOutputBytes !== undefined && { maxOutputBytes: settings.config.limits.maxOutputBytes }),
     ...(settings.config.retention !== undefined && { retention: settings.config.retention }),

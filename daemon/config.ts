@@ -78,6 +78,8 @@ export interface DaemonConfig {
   readonly detachGraceMs?: number;
   /** Exit after this long with no connection and no live run (off by default). */
   readonly idleTimeoutMs?: number;
+  /** How long the event loop keeps polling after talking to a client, in µs (default 250; 0 turns it off). */
+  readonly pollSpinMicros?: number;
   /**
    * Nested delegation, per in-process provider (`spawn`, `fork`): its children get the `subagent`
    * tool for these providers, capped at `maxDepth` (default 3). Off when absent.
@@ -139,6 +141,7 @@ const schema = {
     maxSteps: positiveInt,
     idleTimeoutMs: positiveInt,
     detachGraceMs: { type: 'integer', minimum: 0 },
+    pollSpinMicros: { type: 'integer', minimum: 0, maximum: 10_000 },
     delegation: {
       type: 'object',
       propertyNames: { enum: ['spawn', 'fork'] },

@@ -43,6 +43,7 @@ import { packageVersion } from '../common/package-info.js';
 import { createLogger } from './ops/logger.js';
 import { sessionFilePath, stateFiles } from './ops/paths.js';
 import { readSessionFile } from './store/session-reader.js';
+import { PollSpin } from './connection/poll-spin.js';
 
 export interface DaemonOptions {
   readonly stateDir: string;
@@ -70,6 +71,8 @@ export interface DaemonOptions {
   readonly retention?: { readonly runs?: Partial<RetentionLimits>; readonly sessions?: Partial<RetentionLimits> };
   /** How long a disconnected client's runs wait to be re-attached (default 60 s). */
   readonly detachGraceMs?: number;
+  /** How long the event loop keeps polling after talking to a client, in µs (poll-spin.ts; default 250, 0 = off). */
+  readonly pollSpinMicros?: number;
   /** The shared concurrency budget (see admission-queue.ts). */
   readonly admission?: Partial<AdmissionLimits>;
   /** The service's ledger built on this daemon's own (a cluster member's answers for the whole pool); default: the local one. */
@@ -96,6 +99,7 @@ export const DEFAULT_MAX_UNIX_CONNECTIONS = 1024;
 export const DEFAULT_MAX_TCP_CONNECTIONS = 64;
 export const DEFAULT_TCP_AUTH_TIMEOUT_MS = 5000;
 export const DEFAULT_MAX_UNSENT_BYTES = 16 * 1024 * 1024;
+export const DEFAULT_POLL_SPIN_MICROS = 250;
 
 export interface Daemon {
   readonly service: SubagentService;
@@ -154,6 +158,8 @@ export function createDaemon(options: DaemonOptions): Daemon {
   options.delegation?.bind(service);
   const children = new ContinuableChildren(service, new ChildIndex(files.children), log);
   const limits: FrameLimits = { ...DEFAULT_FRAME_LIMITS, ...options.frameLimits };
+  const pollSpinMicros = options.pollSpinMicros ?? DEFAULT_POLL_SPIN_MICROS;
+  const spin = pollSpinMicros > 0 ? new PollSpin(pollSpinMicros) : undefined;
   const connections = new Set<ClientConnection>();
   const maxUnixConnections = options.maxConnections ?? DEFAULT_MAX_UNIX_CONNECTIONS;
   const initializeTimeoutMs = options.initializeTimeoutMs ?? 30_000;
@@ -261,7 +267,12 @@ export function createDaemon(options: DaemonOptions): Daemon {
         maxBacklogBytes: options.maxBacklogBytes ?? 1024 * 1024,
         maxUnsentBytes: options.maxUnsentBytes ?? DEFAULT_MAX_UNSENT_BYTES,
         // Write-ahead: what a client hears of (a token, a result) is in the run index first.
-        beforeWrite: () => index.flush(),
+        beforeWrite: spin
+          ? () => {
+              index.flush();
+              spin.spoke();
+            }
+          : () => index.flush(),
         status,
         shutdown: (drain, timeoutMs) => void daemon.close({ drain, timeoutMs }),
         gc,
@@ -270,6 +281,8 @@ export function createDaemon(options: DaemonOptions): Daemon {
       },
       destroy,
     );
+    // Added after the connection's reader, so it never starts the stream flowing early.
+    if (spin) input.on('data', spin.heard);
     connections.add(connection);
     ofListener?.add(connection);
     void connection.whenClosed.then(() => {
@@ -379,7 +392,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
         for (const listener of listeners) if (listener.tokenPath) rmSync(listener.tokenPath, { force: true });
         clearInterval(pruning);
         releaseLock();
-        log.info('daemon stopped');
+        log.info(spin ? { pollSpin: spin.stats } : {}, 'daemon stopped');
         log.flush?.();
         resolveClosed();
       })();

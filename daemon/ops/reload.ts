@@ -28,7 +28,7 @@ import type { ProviderRegistry } from '../service/provider-registry.js';
 import type { SettingsStatus } from '../../protocol/index.js';
 import { isoTime } from '../../common/iso-time.js';
 
-const RESTART_ONLY = ['socket', 'stateDir', 'limits', 'tools', 'persona', 'personaVars', 'maxSteps', 'providerModules', 'tcp', 'requireToken', 'maxFrameBytes'] as const;
+const RESTART_ONLY = ['socket', 'stateDir', 'limits', 'tools', 'persona', 'personaVars', 'maxSteps', 'providerModules', 'tcp', 'requireToken', 'maxFrameBytes', 'pollSpinMicros'] as const;
 
 /** Where a provider runs: what the registry should hold for it, and how to take it back. */
 export type ProviderPlacement = (provider: DaemonProvider) => { provider: DaemonProvider; release(): void };
