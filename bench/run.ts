@@ -52,7 +52,7 @@ const sections: SectionRun[] = [
         // little code is optimized at once; a long-lived daemon serves in the warm regime.
         latency: { warmup: q(5000, 500), max: q(4000, 600), budgetMs: q(3000, 450) },
         throughputMs: q(1500, 400),
-        throughputPairs: q(3, 1),
+        throughputPairs: q(5, 1),
         connections: [4, 8],
         pipelineDepth: 8,
       }),

@@ -10,9 +10,10 @@
 import { join } from 'node:path';
 import type { RemoteSubagentService } from '../client/index.js';
 import type { ContentBlock, StartParams } from '../protocol/index.js';
+import { DEFAULT_POLL_SPIN_MICROS } from '../daemon/daemon.js';
 import { abortSignal, clients, daemonProcess, inProcessDaemon, stdioClient } from './daemons.js';
 import { echoClient, echoServerProcess, type EchoClient } from './echo-floor.js';
-import { closedLoops, interleaved, type Bounds } from './loops.js';
+import { closedLoops, interleaved, sequential, type Bounds } from './loops.js';
 import { benchOwner } from './owner.js';
 import { cpuSecondsOf, ownCpuSeconds, type Cleanup } from './procs.js';
 import { rawEchoClient, type RawEchoClient } from './raw-echo.js';
@@ -87,6 +88,9 @@ export async function wireOverhead(report: Report, cleanup: Cleanup, options: Wi
   };
 
   const [procClient] = await clients(cleanup, proc.socket, 1, 'bench-proc');
+  // Row n: the same daemon with its poll spin off (daemon/connection/poll-spin.ts).
+  const noSpin = await daemonProcess(cleanup, { pollSpinMicros: 0 });
+  const [noSpinClient] = await clients(cleanup, noSpin.socket, 1, 'bench-no-spin');
   // Row s: the same client and daemon, the start answered before the service (daemon-host.ts).
   const answerFirst = await daemonProcess(cleanup, {}, [], { SUBAGENTD_BENCH_START: 'answer-first' });
   const [answerFirstClient] = await clients(cleanup, answerFirst.socket, 1, 'bench-answer-first');
@@ -111,6 +115,7 @@ export async function wireOverhead(report: Report, cleanup: Cleanup, options: Wi
   const configs = [
     { name: 'a', bounds: options.latency, once: inProcessOnce },
     { name: 'b', bounds: options.latency, once: clientOnce(procClient!, parent) },
+    { name: 'n', bounds: options.latency, once: clientOnce(noSpinClient!, parent) },
     { name: 'c', bounds: options.latency, once: clientOnce(stdio, parent) },
     { name: 's', bounds: options.latency, once: answerFirstOnce },
     { name: 'd', bounds: options.latency, once: floorOnce(echoLibrary, params) },
@@ -120,6 +125,14 @@ export async function wireOverhead(report: Report, cleanup: Cleanup, options: Wi
   ];
   const loadBefore = formatLoad();
   const results = await interleaved(configs, options.rounds);
+  // What the poll spin costs: each daemon's CPU over a stretch of sequential runs of its own, warm by now.
+  const cpuPerRun = async (pid: number, once: Once): Promise<string> => {
+    const before = cpuSecondsOf(pid);
+    const run = await sequential({ warmup: 0, max: options.latency.max / 2, budgetMs: options.latency.budgetMs / 2 }, once);
+    const cpu = ((cpuSecondsOf(pid) - before) * 1e6) / run.count;
+    return `${cpu.toFixed(0)} µs in ${((run.elapsedMs * 1000) / run.count).toFixed(0)} µs of wall time`;
+  };
+  const spinCost = { b: await cpuPerRun(proc.pid, clientOnce(procClient!, parent)), n: await cpuPerRun(noSpin.pid, clientOnce(noSpinClient!, parent)) };
   const get = (name: string) => {
     const r = results.get(name)!;
     return {
@@ -144,6 +157,7 @@ export async function wireOverhead(report: Report, cleanup: Cleanup, options: Wi
   const rows: Array<[string, string]> = [
     ['a', '(a) in-process SubagentService, no wire'],
     ['b', '(b) client → unix socket → daemon process'],
+    ['n', '(n) (b) with the daemon\'s poll spin off (`pollSpinMicros: 0`)'],
     ['c', '(c) client → stdio → private daemon process'],
     ['s', '(s) (b) with the start answered before the service (the bench host answers a copy of the first)'],
     ['d', '(d) floor: vscode-jsonrpc echo process, its own writers'],
@@ -171,6 +185,13 @@ export async function wireOverhead(report: Report, cleanup: Cleanup, options: Wi
       `${ms(spreadOf(get('f').rounds).median - spreadOf(get('r').rounds).median)}.`,
   );
   table.note('For the floor rows "runs/s" is echo round trips/s.');
+  table.note(
+    `(b) and (c) run the daemon's default: after it reads or writes, its event loop polls on for up to ${DEFAULT_POLL_SPIN_MICROS} µs instead of sleeping ` +
+      "(daemon/connection/poll-spin.ts), so a client's next message finds a CPU that has not idled; (n) is the same daemon with that off. " +
+      `What it costs, as daemon CPU per sequential run (all its threads, over ${options.latency.max / 2} more runs of each after these rounds): ` +
+      `(b) ${spinCost.b}, (n) ${spinCost.n}. The floors do not spin: (n) ÷ (d) is the daemon's code against the floor's, ` +
+      '(b) ÷ (d) what a client of the default daemon waits.',
+  );
   table.note(
     "(s) keeps the client, the socket and the daemon's reading, framing and writing, and takes out the service (validation, " +
       'admission, the provider, the run record and its write-ahead): (s) ÷ (d) is the client and the wire against the floor, and ' +
