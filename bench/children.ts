@@ -12,7 +12,7 @@ import { createSpawnProvider } from '../daemon/providers/in-process/index.js';
 import type { ContentBlock, RunEvent, SubagentResult } from '../protocol/index.js';
 import { childFloorClient, childFloorProcess } from './child-floor.js';
 import { abortSignal, clients, daemonProcess, type DaemonProcess } from './daemons.js';
-import { interleaved, type Bounds } from './loops.js';
+import { alternating, type Bounds } from './loops.js';
 import { benchHost, silentLog } from './owner.js';
 import { Cleanup, RssSampler, sleep, withTimeout } from './procs.js';
 import type { Report } from './report.js';
@@ -85,7 +85,7 @@ export async function childAgents(report: Report, cleanup: Cleanup, world: Bench
   const inProcessOnce = timedRun('in-process spawn', () => provider.start({ prompt: TASK, parent, childDepth: 1, signal: abortSignal(), host: benchHost() }));
   const socketOnce = timedRun('spawn over the socket', () => service!.start('spawn', { prompt: TASK, parent, signal: abortSignal() }));
   const floorOnce = timedRun('spawn in the floor process', () => floor.start(TASK, world.workspace));
-  const results = await interleaved(
+  const results = await alternating(
     [
       { name: 'in', bounds: options.perRun, once: inProcessOnce },
       { name: 'socket', bounds: options.perRun, once: socketOnce },
@@ -125,8 +125,9 @@ export async function childAgents(report: Report, cleanup: Cleanup, world: Bench
   perRun.row('start→result, floor ÷ in-process per pair (crossing processes)', '', spreadText(spreadOf(ratios(resultMedians(flR), resultMedians(inR))), ratio), '', '');
   perRun.row("start→result, socket ÷ floor per pair (the daemon's own)", '', spreadText(spreadOf(ratios(resultMedians(soR), resultMedians(flR))), ratio), '', '');
   perRun.note(
-    `${options.perRun.warmup} unmeasured runs of each first, then ${options.perRunPairs} alternating rounds: each is a round of in-process runs, one over the socket, then one on the floor (every other round in ` +
-      `reverse order); the ratio ` +
+    `${options.perRun.warmup} unmeasured runs of each first, then ${options.perRunPairs} rounds in which the three take turns run by run (in-process, socket, floor, ` +
+      'then floor, socket, in-process, …): a change of the machine\'s speed within a round falls on all three alike (with a block of each per round, ' +
+      'the per-round ratios swung 0.74–1.54 and their median 1.06–1.27 between runs). The ratio ' +
       `rows take each round's median start→result. Load average ${formatLoad()} at the end.`,
   );
   perRun.note('runs/s includes dispose. Over the socket, readiness also covers the daemon answering and the client registering the run.');

@@ -67,6 +67,43 @@ export async function interleaved(
   return pooled;
 }
 
+/**
+ * Like `interleaved`, but within a round the configurations take turns run by run (A B C, then
+ * C B A, …) rather than one whole block after another: a change of the machine's speed inside a
+ * round (this VM's neighbours come and go within a second) then falls on every configuration of
+ * the round alike. For runs of milliseconds, where a block of each would span a second or more.
+ * Each configuration's warm-up runs first, as a block; a round ends when every configuration has
+ * its share of `max` runs or the round's share of their budgets is spent.
+ */
+export async function alternating(
+  configs: ReadonlyArray<{ readonly name: string; readonly bounds: Bounds; readonly once: () => Promise<number[]> }>,
+  rounds: number,
+): Promise<Map<string, InterleavedResult>> {
+  for (const config of configs) for (let i = 0; i < config.bounds.warmup; i++) await config.once();
+  const pooled = new Map(configs.map((config) => [config.name, { samples: [] as number[][], count: 0, elapsedMs: 0, roundMedians: [] as number[][] }]));
+  const turns = Math.max(...configs.map((config) => Math.ceil(config.bounds.max / rounds)));
+  const roundBudgetMs = configs.reduce((sum, config) => sum + config.bounds.budgetMs / rounds, 0);
+  for (let round = 0; round < rounds; round++) {
+    const inRound = new Map(configs.map((config) => [config.name, [] as number[][]]));
+    const deadline = performance.now() + roundBudgetMs;
+    for (let turn = 0; turn < turns && performance.now() < deadline; turn++) {
+      for (const config of turn % 2 === 0 ? configs : [...configs].reverse()) {
+        const started = performance.now();
+        const values = await config.once();
+        const acc = pooled.get(config.name)!;
+        acc.elapsedMs += performance.now() - started;
+        acc.count += 1;
+        values.forEach((v, i) => {
+          (acc.samples[i] ??= []).push(v);
+          (inRound.get(config.name)![i] ??= []).push(v);
+        });
+      }
+    }
+    for (const config of configs) pooled.get(config.name)!.roundMedians.push(inRound.get(config.name)!.map((values) => median(values)));
+  }
+  return pooled;
+}
+
 export interface LoadResult {
   readonly count: number;
   readonly elapsedMs: number;
