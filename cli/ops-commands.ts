@@ -90,6 +90,7 @@ export async function statusCommand(settings: CommonSettings): Promise<number> {
           ['providers', status.providers.join(', ')],
           ...settingsRows(status),
           ['memory', `rss ${bytes(status.memory.rss)}  heap ${bytes(status.memory.heapUsed)}`],
+          ...spinRow(status),
         ],
       )
         .split('\n')
@@ -104,6 +105,13 @@ export async function statusCommand(settings: CommonSettings): Promise<number> {
   } finally {
     await client.close();
   }
+}
+
+/** What polling after client traffic has cost so far (absent when it is off). */
+function spinRow(status: StatusResult): string[][] {
+  const spin = status.pollSpin;
+  if (!spin) return [];
+  return [['poll spin', `${spin.windowMicros} µs windows: ${spin.windows} spun, ${spin.caught} caught a message, ${Math.round(spin.spunMs)} ms of CPU in all`]];
 }
 
 function settingsRows(status: StatusResult): string[][] {

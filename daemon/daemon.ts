@@ -220,6 +220,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
     shuttingDown: service.isShuttingDown,
     admission: admissionStatus(),
     memory: { rss: process.memoryUsage.rss(), heapUsed: process.memoryUsage().heapUsed },
+    ...(spin && { pollSpin: { windowMicros: pollSpinMicros, ...spin.stats } }),
     ...(options.settingsStatus && { config: options.settingsStatus() }),
     ...degraded(),
   });

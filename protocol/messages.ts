@@ -399,6 +399,12 @@ export const StatusRequest = defineRequest(
         true,
       ),
       memory: obj({ rss: figure, heapUsed: figure }, ['rss', 'heapUsed'], true),
+      /** The event loop's polling after client traffic (daemon/connection/poll-spin.ts); absent when it is off. */
+      pollSpin: obj(
+        { windowMicros: count, windows: count, caught: count, spunMs: figure },
+        ['windowMicros', 'windows', 'caught', 'spunMs'],
+        true,
+      ),
       /** The config file and environment in force (no secrets); absent for an embedded daemon. */
       config: settingsStatus,
       /**

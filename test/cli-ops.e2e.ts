@@ -75,6 +75,8 @@ describe('a daemon managed by start, restart and stop', () => {
     expect(text.stdout).toMatch(new RegExp(`state dir\\s+${lit(box.stateDir)}\\n`));
     expect(text.stdout).toMatch(/providers\s+spawn, fork\n/);
     expect(text.stdout).toMatch(/runs\s+starting 0 {2}running 0 {2}settled 0 {2}disposed 0\n/);
+    // The default daemon polls after client traffic, and says what that has cost.
+    expect(text.stdout).toMatch(/poll spin\s+250 µs windows: \d+ spun, \d+ caught a message, \d+ ms of CPU in all\n/);
 
     expect(json.code, json.stderr).toBe(0);
     const status = JSON.parse(json.stdout) as StatusResult;
@@ -86,6 +88,7 @@ describe('a daemon managed by start, restart and stop', () => {
     expect(status.socket).toBe(box.socket);
     expect(status.stateDir).toBe(box.stateDir);
     expect(status.shuttingDown).toBe(false);
+    expect(status.pollSpin).toMatchObject({ windowMicros: 250 });
     expect(status.connections).toBeGreaterThanOrEqual(1); // the status command's own
   });
 

@@ -1,6 +1,6 @@
 /**
  * The daemon's poll spin (daemon/connection/poll-spin.ts) as configured: `pollSpinMicros` reaches
- * the connections of a real daemon process, whose `daemon stopped` log line reports what it spun.
+ * the connections of a real daemon process, whose status and `daemon stopped` log line report what it spun.
  */
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
@@ -48,6 +48,11 @@ describe('pollSpinMicros', () => {
     // A window far wider than this client's pause between requests: every run's next message lands in it.
     daemon = await startDaemon({ pollSpinMicros: 10_000 });
     await runs(daemon.socket, 20);
+    const peer = await RawPeer.initialized(daemon.socket);
+    const status = (await peer.request('daemon/status', {})).result as { pollSpin?: { windowMicros: number; windows: number; caught: number } };
+    peer.close();
+    expect(status.pollSpin).toMatchObject({ windowMicros: 10_000 });
+    expect(status.pollSpin!.caught).toBeGreaterThanOrEqual(1);
     const { pollSpin } = (await stoppedLine(daemon)) as { pollSpin?: { windows: number; caught: number; spunMs: number } };
     expect(pollSpin).toBeDefined();
     expect(pollSpin!.windows).toBeGreaterThanOrEqual(1);
@@ -58,6 +63,9 @@ describe('pollSpinMicros', () => {
   it('0 turns it off', async () => {
     daemon = await startDaemon({ pollSpinMicros: 0 });
     await runs(daemon.socket, 3);
+    const peer = await RawPeer.initialized(daemon.socket);
+    expect((await peer.request('daemon/status', {})).result).not.toHaveProperty('pollSpin');
+    peer.close();
     expect(await stoppedLine(daemon)).not.toHaveProperty('pollSpin');
   }, 30_000);
 
