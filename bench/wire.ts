@@ -186,7 +186,7 @@ export async function wireOverhead(report: Report, cleanup: Cleanup, options: Wi
   );
   table.note('For the floor rows "runs/s" is echo round trips/s.');
   table.note(
-    `(b) and (c) run the daemon's default: after it reads or writes, its event loop polls on for up to ${DEFAULT_POLL_SPIN_MICROS} µs instead of sleeping ` +
+    `(b) and (c) run the daemon's default: after it hears from a client or answers it, its event loop polls on for up to ${DEFAULT_POLL_SPIN_MICROS} µs instead of sleeping ` +
       "(daemon/connection/poll-spin.ts), so a client's next message finds a CPU that has not idled; (n) is the same daemon with that off. " +
       `What it costs, as daemon CPU per sequential run (all its threads, over ${options.latency.max / 2} more runs of each after these rounds): ` +
       `(b) ${spinCost.b}, (n) ${spinCost.n}. The floors do not spin: (n) ÷ (d) is the daemon's code against the floor's, ` +

@@ -78,7 +78,7 @@ export interface DaemonConfig {
   readonly detachGraceMs?: number;
   /** Exit after this long with no connection and no live run (off by default). */
   readonly idleTimeoutMs?: number;
-  /** How long the event loop keeps polling after talking to a client, in µs (default 250; 0 turns it off). */
+  /** How long the event loop keeps polling after hearing from or answering a client, in µs (default 250; 0 turns it off). */
   readonly pollSpinMicros?: number;
   /**
    * Nested delegation, per in-process provider (`spawn`, `fork`): its children get the `subagent`

@@ -71,7 +71,7 @@ export interface DaemonOptions {
   readonly retention?: { readonly runs?: Partial<RetentionLimits>; readonly sessions?: Partial<RetentionLimits> };
   /** How long a disconnected client's runs wait to be re-attached (default 60 s). */
   readonly detachGraceMs?: number;
-  /** How long the event loop keeps polling after talking to a client, in µs (poll-spin.ts; default 250, 0 = off). */
+  /** How long the event loop keeps polling after hearing from or answering a client, in µs (poll-spin.ts; default 250, 0 = off). */
   readonly pollSpinMicros?: number;
   /** The shared concurrency budget (see admission-queue.ts). */
   readonly admission?: Partial<AdmissionLimits>;
@@ -268,12 +268,8 @@ export function createDaemon(options: DaemonOptions): Daemon {
         maxBacklogBytes: options.maxBacklogBytes ?? 1024 * 1024,
         maxUnsentBytes: options.maxUnsentBytes ?? DEFAULT_MAX_UNSENT_BYTES,
         // Write-ahead: what a client hears of (a token, a result) is in the run index first.
-        beforeWrite: spin
-          ? () => {
-              index.flush();
-              spin.spoke();
-            }
-          : () => index.flush(),
+        beforeWrite: () => index.flush(),
+        ...(spin && { spin }),
         status,
         shutdown: (drain, timeoutMs) => void daemon.close({ drain, timeoutMs }),
         gc,
@@ -282,8 +278,6 @@ export function createDaemon(options: DaemonOptions): Daemon {
       },
       destroy,
     );
-    // Added after the connection's reader, so it never starts the stream flowing early.
-    if (spin) input.on('data', spin.heard);
     connections.add(connection);
     ofListener?.add(connection);
     void connection.whenClosed.then(() => {

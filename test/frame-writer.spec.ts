@@ -135,6 +135,21 @@ describe('CountingWriter', () => {
     writer.dispose();
   });
 
+  it("tells waitedOn of each reply and run's end, never of other notifications (what the poll spin hears as an answer)", async () => {
+    const { client } = await socketPair();
+    const heard: string[] = [];
+    const writer = new CountingWriter(client, undefined, undefined, { waitedOn: () => heard.push('answer'), atOnce: () => false });
+    await Promise.all([
+      writer.write(note(1)),
+      writer.write({ jsonrpc: '2.0', method: EndNotification.method, params: { runId: 'r' } } as Message),
+      writer.write(note(2)),
+      writer.write({ jsonrpc: '2.0', id: 7, result: {} } as Message),
+      writer.write({ jsonrpc: '2.0', method: 'run/events', params: {} } as Message),
+    ]);
+    expect(heard).toEqual(['answer', 'answer']);
+    writer.dispose();
+  });
+
   it("writes one event-loop turn's messages in one socket write, across ticks", async () => {
     const { client, server } = await socketPair();
     const writes = vi.spyOn(client, 'write');

@@ -41,9 +41,9 @@ describe('PollSpin: polling for a moment after talking to a client', () => {
     expect(h.spin.stats.spunMs).toBeCloseTo(0.3, 5);
   });
 
-  it('extends the window on every message read or written while it spins, and counts a read in it as caught', () => {
+  it('extends the window on every message read or answered while it spins, and counts a read in it as caught', () => {
     const h = harness(250);
-    h.spin.spoke();
+    h.spin.answered();
     h.step(0.2);
     h.spin.heard(); // the next request arrives while polling
     h.step(0.2);
@@ -86,7 +86,7 @@ describe('PollSpin: polling for a moment after talking to a client', () => {
 
   it('counts a window still spinning in its totals (what the daemon logs when it stops mid-burst)', () => {
     const h = harness(250);
-    h.spin.spoke();
+    h.spin.answered();
     h.step(0.1);
     h.spin.heard();
     expect(h.spin.stats).toMatchObject({ windows: 1, caught: 1 });

@@ -79,6 +79,7 @@ import type { RunOwner, StartAnswer, StartExtras, SubagentService } from '../ser
 import type { ChildSubscriber, ContinuableChildren } from '../service/children.js';
 import { CountingWriter } from './counting-writer.js';
 import { DirectLane } from './direct-lane.js';
+import type { PollSpin } from './poll-spin.js';
 import { RunEventBatch } from './event-batch.js';
 import { ProgressBacklog } from './progress-backlog.js';
 import { GuardedMessageReader, type FrameLimits, type Violation } from './guarded-reader.js';
@@ -111,6 +112,8 @@ export interface ConnectionContext {
    * client never holds a token or a result that a crash could lose (write-ahead).
    */
   readonly beforeWrite?: () => void;
+  /** The daemon's poll spin (poll-spin.ts), told when this client is heard from and when it is answered. */
+  readonly spin?: PollSpin;
   status(): StatusResult;
   shutdown(drain: boolean, timeoutMs: number): void;
   /** Applies retention now (daemon/gc). */
@@ -187,6 +190,7 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
         },
         // The reply being written still counts: more than it open means the client is not idle.
         atOnce: () => this.openCount <= 1,
+        ...(ctx.spin && { waitedOn: ctx.spin.answered }),
       },
     );
     this.reader = new GuardedMessageReader(
@@ -228,6 +232,8 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
       else this.notify(ProviderRemovedNotification, { name: change.name });
     });
     this.rpc.listen();
+    // After the reader's own listener, so it never starts the stream flowing early.
+    if (ctx.spin) input.on('data', ctx.spin.heard);
     // A connection that never says who it is holds a slot (and keeps an idle daemon up): bound it.
     const deadline = setTimeout(() => {
       if (!this.initialized) this.closeWithFarewell(`no initialize within ${ctx.initializeTimeoutMs} ms`);

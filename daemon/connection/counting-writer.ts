@@ -34,6 +34,8 @@ export interface WriterHooks {
   readonly beforeMessage?: () => void;
   /** Whether a reply or a run's end goes out at once (see the header); without it, always. */
   readonly atOnce?: () => boolean;
+  /** Hears each reply or run's end queued: what a client waits on, and is likely to answer. */
+  readonly waitedOn?: () => void;
 }
 
 /** What the error listener hears of a failed `writeJson` (its JSON is not kept as a message). */
@@ -83,7 +85,10 @@ export class CountingWriter extends FrameWriter {
     if (this.refuses(frame)) return Promise.resolve();
     const sent = this.enqueue(frame, message);
     this.hooks.queued?.(message);
-    if (waitedOn(message) && (this.hooks.atOnce?.() ?? true)) this.flushNow();
+    if (waitedOn(message)) {
+      this.hooks.waitedOn?.();
+      if (this.hooks.atOnce?.() ?? true) this.flushNow();
+    }
     return sent;
   }
 

@@ -1,13 +1,15 @@
 /**
- * Keeps the daemon's event loop polling, instead of sleeping, for a short window after it reads
- * from or writes to a client: the client's next message in that window (a run's dispose after
+ * Keeps the daemon's event loop polling, instead of sleeping, for a short window after it hears
+ * from a client or answers one: the client's next message in that window (a run's dispose after
  * its end, a harness's next start) is read at once, by a CPU that has not gone idle meanwhile.
+ * Only what a client reacts to opens or extends a window: a read, a reply, a run's end. Run
+ * events streamed to a client it does not answer, so they never keep the loop spinning.
  *
  * Why: a process that waits in epoll lets its CPU idle. On a virtual machine an idle vCPU halts,
  * and the host must wake it for the next message; the daemon's code then runs from caches other
- * work has used. Measured here (a Firecracker VM, 2 vCPUs; BENCHMARKS.md, wire section): a start
- * read by a daemon that slept waited ~30 µs for the wake-up, and its `service.start` took 19 µs
- * against 10 µs in a daemon that was still polling; start→ready fell from ~0.17 to ~0.10 ms.
+ * work has used. Measured here (a Firecracker VM, 2 vCPUs; BENCHMARKS.md, wire rows b and n): a
+ * start read by a daemon that slept waited ~30 µs for the wake-up, and its `service.start` took
+ * 19 µs against 10 µs in a daemon that was still polling; start→ready fell from ~0.17 to ~0.11 ms.
  *
  * Cost: CPU, at most `windowMicros` per burst of traffic. A window that ends with nothing read is
  * a miss; after `MAX_MISSES` misses in a row the daemon no longer spins, but for one burst in
@@ -34,6 +36,7 @@ export interface SpinCounts {
 }
 
 export class PollSpin {
+  private readonly windowMs: number;
   private until = 0;
   private startedAt = 0;
   private spinning = false;
@@ -50,16 +53,14 @@ export class PollSpin {
     this.windowMs = windowMicros / 1000;
   }
 
-  private readonly windowMs: number;
-
   /** A message was read from a client. */
   readonly heard = (): void => {
     if (this.spinning) this.heardInWindow = true;
     this.active();
   };
 
-  /** A batch is being written to a client. */
-  readonly spoke = (): void => this.active();
+  /** A reply or a run's end was queued for a client, which is likely to answer with its next request. */
+  readonly answered = (): void => this.active();
 
   /** The totals, a window still spinning counted as far as it has gone. */
   get stats(): SpinCounts {
