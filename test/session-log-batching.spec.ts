@@ -1,7 +1,8 @@
 /**
  * The session log writes each event-loop turn's appends as one write, in order, and `flush()`
  * writes what is still waiting: a flushed log holds every appended line. It fsyncs what it wrote,
- * once: a close right after a flush (every turn's end) does not sync again.
+ * once: a close right after a flush (every turn's end) does not sync again, and creating a log
+ * does not sync at all (its first flush does).
  */
 import { open, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -45,6 +46,18 @@ describe('SessionLog batching', () => {
     await log.close();
     expect(writes.calls()).toBe(3);
     expect(texts(await readFile(log.path, 'utf8'))).toEqual(['a', 'b', 'c', 'd', 'e']);
+  });
+
+  it('creates without an fsync (a child start waits on no disk flush); the first flush syncs the header with the turn', async () => {
+    const dir = await tempDir();
+    const syncs = await countWrites(dir, 'sync');
+    const log = await SessionLog.create(dir, header);
+    expect(syncs.calls()).toBe(0);
+    await log.flush(); // a turn that appended nothing still syncs what create wrote
+    expect(syncs.calls()).toBe(1);
+    await log.close();
+    expect(syncs.calls()).toBe(1);
+    expect(JSON.parse((await readFile(log.path, 'utf8')).trim())).toMatchObject({ id: 's1' });
   });
 
   it('fsyncs only what was written since the last sync: a close after a flush does not sync again', async () => {

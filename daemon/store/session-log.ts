@@ -8,7 +8,8 @@
  * After a failure nothing more is written and a partly written line is cut off, so what the file
  * already holds stays whole and readable.
  * The sessions dir is made (0700) only when creating a file finds it missing: one fs round trip
- * less on every child start.
+ * less on every child start. Creating writes the header (and a fork's seed) without an fsync: the
+ * first flush syncs them with the first turn.
  */
 import { mkdir, open, rm, type FileHandle } from 'node:fs/promises';
 import { sessionFilePath } from '../ops/paths.js';
@@ -58,6 +59,11 @@ export class SessionLog {
     return this;
   }
 
+  private markUnsynced(): this {
+    this.unsynced = true;
+    return this;
+  }
+
   /** Continues a log already on disk (a child restored by a later daemon); appends reopen it. */
   static reopen(path: string, header: SessionHeader, events: SessionEvent[]): SessionLog {
     return new SessionLog(path, header, events, undefined);
@@ -76,8 +82,11 @@ export class SessionLog {
       const events = seed.map((event) => stamp(structuredClone(event)));
       const lines = [header, ...events].map((entry) => `${JSON.stringify(entry)}\n`).join('');
       await handle.write(lines);
-      await handle.sync();
-      return new SessionLog(path, header, events, handle).setSize(Buffer.byteLength(lines));
+      // No fsync here: the first flush (the first turn's end) syncs the header with the turn.
+      // The run index's record of this run is not fsynced either (run-index.ts: the page cache
+      // survives the daemon's death), so a sync at create guarded against a power cut only a
+      // header whose run could be lost with it, and cost every child start a disk flush.
+      return new SessionLog(path, header, events, handle).setSize(Buffer.byteLength(lines)).markUnsynced();
     } catch (error) {
       await handle.close().catch(() => undefined);
       await rm(path, { force: true });
