@@ -1,5 +1,5 @@
 /** `subagentd daemon [--stdio]`: run the daemon in the foreground until stopped. */
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from '../common/node-builtins.js';
 import { join } from 'node:path';
 import { createBuiltinProviders } from '../daemon/builtin-providers.js';
 import { ConfigError } from '../daemon/config.js';

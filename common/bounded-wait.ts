@@ -3,8 +3,6 @@
  * our child, a socket). Their timers never outlive the wait, so an idle daemon or a client that
  * is done is not kept busy. A bound of Infinity waits as long as it takes.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
-
 /** How often `pollWithin` looks again. */
 const POLL_EVERY_MS = 50;
 
@@ -16,11 +14,12 @@ export async function within(promise: Promise<unknown>, ms: number): Promise<boo
   );
   if (ms === Infinity) return settled;
   if (!(ms > 0)) return false;
-  const timer = new AbortController();
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<false>((resolve) => (timer = setTimeout(resolve, ms, false)));
   try {
-    return await Promise.race([settled, sleep(ms, false, { signal: timer.signal }).catch(() => false)]);
+    return await Promise.race([settled, timedOut]);
   } finally {
-    timer.abort();
+    clearTimeout(timer);
   }
 }
 
@@ -30,6 +29,6 @@ export async function pollWithin(check: () => boolean | Promise<boolean>, ms: nu
   for (;;) {
     if (await check()) return true;
     if (Date.now() >= deadline) return false;
-    await sleep(POLL_EVERY_MS);
+    await new Promise((resolve) => setTimeout(resolve, POLL_EVERY_MS));
   }
 }

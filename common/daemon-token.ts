@@ -5,8 +5,7 @@
  * and read, and how a presented token is compared: the daemon writes and checks it, the client
  * and the `connect` relay read it.
  */
-import { randomBytes, timingSafeEqual, createHash } from './node-builtins.js';
-import { readFileSync, writeFileSync, renameSync } from 'node:fs';
+import { randomBytes, timingSafeEqual, createHash, readFileSync, writeFileSync, renameSync } from './node-builtins.js';
 
 export function tokenPathFor(socketPath: string): string {
   return `${socketPath}.token`;

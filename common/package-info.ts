@@ -4,7 +4,7 @@
  * client's `clientInfo`, the CLI's `--version` and the ACP provider's `clientInfo`. A
  * package.json that cannot be read (or is not ours) gives version '0.0.0'.
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync } from './node-builtins.js';
 import { fileURLToPath } from 'node:url';
 
 const rootUrl = new URL(import.meta.url.endsWith('.ts') ? '..' : '../..', import.meta.url);

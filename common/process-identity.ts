@@ -7,7 +7,7 @@
  * the daemon's lock and agent records, the agent-group reaper and the client's wait for a
  * stopped daemon.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from './node-builtins.js';
 
 export interface ProcessIdentity {
   readonly pid: number;

@@ -3,7 +3,7 @@
  * paths resolve against the file's folder. Flags and env override what the file says
  * (cli/options.ts resolves flag → env → file → default; cli/daemon-command.ts applies the rest).
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync } from '../common/node-builtins.js';
 import { createRequire } from 'node:module';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import type { ValidateFunction } from 'ajv';

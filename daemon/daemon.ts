@@ -2,8 +2,7 @@
  * The daemon as a library: a service with its providers, served over a unix socket and/or any
  * stream pair (stdio), with its identity, status and an orderly shutdown.
  */
-import { randomBytes, randomUUID } from '../common/node-builtins.js';
-import { chmodSync, existsSync, mkdirSync, rmSync, statSync } from 'node:fs';
+import { randomBytes, randomUUID, chmodSync, existsSync, mkdirSync, rmSync, statSync } from '../common/node-builtins.js';
 import type { Socket } from 'node:net';
 import type { Readable, Writable } from 'node:stream';
 import type { Logger } from 'pino';

@@ -99,9 +99,11 @@ it('loads only the daemon at start: no client side, faces, agent runtime, SDKs, 
   const builtins = readFileSync(log, 'utf8').split('\n').filter((line) => line.startsWith('builtin:'));
   expect(builtins).toContain('builtin:net');
   // CommonJS packages come in by require (protocol/jsonrpc-runtime.ts), so Node's export lexer never
-  // loads; idle-memory.ts times and watches the loop without node:perf_hooks; and no ES facade of
-  // node:net, node:crypto or node:util runs their lazy exports (common/node-builtins.ts).
-  const unwantedBuiltins = /cjs-module-lexer|perf_hooks|internal\/perf\/performance$|internal\/(blocklist|socketaddress|crypto\/webcrypto|util\/diff|util\/trace_sigint)$/;
+  // loads; idle-memory.ts times and watches the loop without node:perf_hooks; no ES facade of
+  // node:net, node:crypto, node:util or node:fs runs their lazy exports (common/node-builtins.ts);
+  // and nothing takes node:fs/promises or node:timers/promises at load.
+  const unwantedBuiltins =
+    /cjs-module-lexer|perf_hooks|internal\/perf\/performance$|internal\/(blocklist|socketaddress|crypto\/webcrypto|util\/diff|util\/trace_sigint|fs\/promises|readline\/interface|fs\/watchers)$|builtin:timers\/promises$/;
   expect(builtins.filter((line) => unwantedBuiltins.test(line))).toEqual([]);
 });
 

@@ -3,9 +3,8 @@
  * host). Loopback only, and every connection must present a bearer token kept in a file that
  * only this user can read: the port alone grants nothing.
  */
-import { readFileSync, statSync } from 'node:fs';
+import { readFileSync, statSync, createServer, isIP } from '../../common/node-builtins.js';
 import type { Socket } from 'node:net';
-import { createServer, isIP } from '../../common/node-builtins.js';
 import { StartupError } from '../ops/startup-error.js';
 
 const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);

@@ -3,9 +3,8 @@
  * removed only when nothing answers on it, and on close the socket removed only if it is still
  * ours (a displaced daemon never deletes its successor's).
  */
-import { chmodSync, lstatSync, mkdirSync, statSync, unlinkSync } from 'node:fs';
+import { chmodSync, lstatSync, mkdirSync, statSync, unlinkSync, createServer } from '../../common/node-builtins.js';
 import type { Server, Socket } from 'node:net';
-import { createServer } from '../../common/node-builtins.js';
 import { dirname } from 'node:path';
 import { StartupError } from '../ops/startup-error.js';
 import { socketAccepts } from '../../common/socket-probe.js';

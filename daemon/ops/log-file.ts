@@ -11,7 +11,7 @@
  * stay first in the queue and are retried with the next turn's lines, never on a loop of their
  * own, so a daemon on a full disk can still exit. Lines past `maxQueuedBytes` are dropped and counted.
  */
-import { mkdirSync, openSync, writeSync } from 'node:fs';
+import { mkdirSync, openSync, writeSync } from '../../common/node-builtins.js';
 import { dirname } from 'node:path';
 import type { StateFaults } from '../store/state-faults.js';
 

@@ -9,7 +9,7 @@
  * The file is not a pino/sonic-boom destination: their exit hooks retry a failing write for ever.
  * File lines are written once per event-loop turn; `logger.flush()` writes them at once.
  */
-import { readlinkSync, writeSync } from 'node:fs';
+import { readlinkSync, writeSync } from '../../common/node-builtins.js';
 import { createRequire } from 'node:module';
 import type { Level, Logger, StreamEntry } from 'pino';
 import { LogFile } from './log-file.js';

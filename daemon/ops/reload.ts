@@ -13,9 +13,8 @@
  * environment file (`SUBAGENTD_ENV_FILE`, default `<state dir>/daemon.env`, KEY=VALUE lines).
  * Status shows where the model endpoint came from, never a secret.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, parseEnv } from '../../common/node-builtins.js';
 import { join } from 'node:path';
-import { parseEnv } from '../../common/node-builtins.js';
 import type { Logger } from 'pino';
 import { createModelResolver } from '../agent/model/model-resolver.js';
 import { endpointFromEnv } from '../agent/model/endpoint-config.js';

@@ -12,8 +12,7 @@
  * Without `process.execve` (Node before 22.15) the secrets are removed from `process.env` only,
  * which the returned warning says; the daemon carries on.
  */
-import { randomBytes } from '../../common/node-builtins.js';
-import { readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import { randomBytes, readFileSync, unlinkSync, writeFileSync } from '../../common/node-builtins.js';
 import { join } from 'node:path';
 import type { DaemonConfig } from '../config.js';
 import { startupFailure } from './startup-error.js';

@@ -4,7 +4,7 @@
  * or now belongs to a process with another start time — is taken over; a live owner refuses the
  * second daemon with its pid named. An old lock without a start time is judged by its pid alone.
  */
-import { readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import { readFileSync, unlinkSync, writeFileSync } from '../../common/node-builtins.js';
 import { selfIdentity, stillRunning, type ProcessIdentity } from '../../common/process-identity.js';
 import { isoTime } from '../../common/iso-time.js';
 import { StartupError, startupFailure } from './startup-error.js';

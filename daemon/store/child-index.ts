@@ -9,7 +9,7 @@
  * that cannot be read is kept as a diagnostic (listing reports it) rather than dropped silently;
  * a torn last line (a crash mid-write) is tolerated the same way.
  */
-import { closeSync, existsSync, openSync, readFileSync, renameSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, renameSync, writeFileSync, writeSync } from '../../common/node-builtins.js';
 import type { ChildSettledNotice, ChildStatus, ContentBlock } from '../../protocol/index.js';
 
 export interface QueuedMessage {

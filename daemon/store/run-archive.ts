@@ -16,7 +16,7 @@
  *   between leaves no stale offsets: the next open rebuilds the sidecar.
  * - A line that no longer parses is skipped and counted in `unreadable`, never fatal.
  */
-import { closeSync, existsSync, fstatSync, ftruncateSync, openSync, readSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, ftruncateSync, openSync, readSync, renameSync, rmSync, writeSync } from '../../common/node-builtins.js';
 import { readStoredRun, type IndexedRun } from './indexed-run.js';
 
 const ENTRY = 12;

@@ -31,7 +31,7 @@
  * `StateFaults` until a retry succeeds. While faulted, `assertRecordable` refuses new runs.
  * At open, a compaction that cannot be written keeps the file as it is (it stays readable).
  */
-import { closeSync, copyFileSync, existsSync, fstatSync, ftruncateSync, openSync, readFileSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, copyFileSync, existsSync, fstatSync, ftruncateSync, openSync, readFileSync, renameSync, rmSync, writeFileSync, writeSync } from '../../common/node-builtins.js';
 import {
   DEFAULT_MAX_STORED_OUTPUT_BYTES,
   SubagentError,

@@ -4,7 +4,6 @@
  * line is an error naming the file and the line, because silently skipping it would replay a
  * different conversation.
  */
-import { readFile } from 'node:fs/promises';
 import { validateSessionEvent, type SessionEvent, type SessionHeader } from '../../protocol/index.js';
 
 export interface LoadedSession {
@@ -26,6 +25,8 @@ export class SessionFileError extends Error {
 }
 
 export async function readSessionFile(file: string): Promise<LoadedSession> {
+  // Imported here, not at load: the daemon loads this module at start (common/node-builtins.ts).
+  const { readFile } = await import('node:fs/promises');
   const text = await readFile(file, 'utf8');
   const lines = text.split('\n');
   const endsCleanly = lines.at(-1) === '';

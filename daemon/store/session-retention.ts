@@ -5,7 +5,7 @@
  * log, so it is never old; `live` protects it from the count limit too. A file that cannot be
  * removed is logged and skipped.
  */
-import { readdirSync, rmSync, statSync } from 'node:fs';
+import { readdirSync, rmSync, statSync } from '../../common/node-builtins.js';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 

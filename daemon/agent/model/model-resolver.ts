@@ -3,7 +3,7 @@
  * the configured OpenAI-compatible endpoint. The name comes from the start's
  * `agentOptions.model`, else the daemon's default (config, then SUBAGENTD_MODEL).
  */
-import { statSync } from 'node:fs';
+import { statSync } from '../../../common/node-builtins.js';
 import { isAbsolute, resolve } from 'node:path';
 import type { DaemonConfig } from '../../config.js';
 import { endpointFromEnv } from './endpoint-config.js';

@@ -29,7 +29,7 @@
  * event array, which the loop passes by identity on every step, so one adapter can serve many
  * children (each replays the script from its first entry).
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync } from '../../../common/node-builtins.js';
 import type { ValidateFunction } from 'ajv';
 import { describeAjvError, type SessionEvent, type ToolCall, type Usage } from '../../../protocol/index.js';
 import { newAjv } from '../../../protocol/validation.js';

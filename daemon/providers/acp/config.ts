@@ -4,7 +4,7 @@
  * validated, defaults-applied form. One home for the fields, so the file and the code never
  * disagree. Invalid configuration throws at provider creation, never at a start.
  */
-import { statSync } from 'node:fs';
+import { statSync } from '../../../common/node-builtins.js';
 import { isAbsolute } from 'node:path';
 
 /**
