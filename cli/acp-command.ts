@@ -20,14 +20,21 @@ export async function acpCommand(settings: CommonSettings, options: FaceCommandO
   let onPermission: PermissionHandler = () => ({ outcome: 'cancelled' });
   const service = await openFaceClient(settings, 'acp', (request, context) => onPermission(request, context));
   const model = absoluteModel(options.model);
-  const face = createAcpFace({
-    service,
-    provider: options.providers[0] ?? 'spawn',
-    store: new SessionStore(join(settings.stateDir, 'acp-sessions')),
-    version: packageVersion(),
-    readLog: async (runId) => (await storedSession(service.ops, runId))?.events,
-    ...(model !== undefined && { model }),
-  });
+  let face;
+  try {
+    face = createAcpFace({
+      service,
+      provider: options.providers[0] ?? 'spawn',
+      store: new SessionStore(join(settings.stateDir, 'acp-sessions')),
+      version: packageVersion(),
+      readLog: async (runId) => (await storedSession(service.ops, runId))?.events,
+      ...(model !== undefined && { model }),
+    });
+  } catch (error) {
+    // An unknown provider: exit with its reason rather than fail every prompt later.
+    await service.close();
+    throw error;
+  }
   onPermission = face.onPermission;
   try {
     // Node pipes yield Buffers, which are Uint8Arrays; the casts only narrow the web typings.

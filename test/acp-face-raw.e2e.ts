@@ -1,8 +1,9 @@
 /**
  * `subagentd acp` spoken to by hand: newline-delimited JSON-RPC written to its stdin and read
  * from its stdout, so the test sees the exact messages and their order. Streamed updates come
- * before the prompt's answer; bad input gets a JSON-RPC error and the face carries on; a cancel
- * for a session that has no turn is harmless.
+ * before the prompt's answer; bad input (a relative cwd too) gets a JSON-RPC error and the face
+ * carries on; a cancel for a session that has no turn is harmless; an unknown provider is
+ * refused at start.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { CliSandbox, HEAVY_TEST_MS, waitUntil, type CliProcess } from './support/cli-harness.js';
@@ -67,6 +68,13 @@ it('answers initialize, new and prompt, with the streamed updates written before
   expect(received.slice(answerAt + 1).filter((m) => m.params?.sessionId === sessionId)).toEqual([]);
 });
 
+it('refuses an unknown --provider at start, exiting 1 with the providers there are', { timeout: HEAVY_TEST_MS }, async () => {
+  const refused = await box.run(['acp', '--provider', 'nope']);
+  expect(refused.code).toBe(1);
+  expect(refused.stderr).toContain("no provider named 'nope' (available: spawn, fork");
+  expect(refused.stdout).toBe('');
+});
+
 it('answers bad input with JSON-RPC errors and keeps serving', { timeout: HEAVY_TEST_MS }, async () => {
   const unknown = await request('session/prompt', { sessionId: 'acp_00000000-0000-0000-0000-000000000000', prompt: [{ type: 'text', text: 'x' }] });
   expect(unknown.error?.code).toBe(-32002); // resource not found
@@ -77,6 +85,10 @@ it('answers bad input with JSON-RPC errors and keeps serving', { timeout: HEAVY_
   const noSuchMethod = await request('session/teleport', {});
   expect(noSuchMethod.error?.code).toBe(-32601);
   send({ method: 'session/cancel', params: { sessionId: 'acp_00000000-0000-0000-0000-000000000000' } });
+
+  const relative = await request('session/new', { cwd: 'work/project', mcpServers: [] });
+  expect(relative.error?.code).toBe(-32602);
+  expect(relative.error?.message).toContain("cwd must be an absolute path, not 'work/project'");
 
   const created = await request('session/new', { cwd: box.work, mcpServers: [] });
   const again = await request('session/prompt', { sessionId: created.result.sessionId, prompt: [{ type: 'text', text: 'still there?' }] });

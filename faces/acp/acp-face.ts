@@ -10,6 +10,7 @@
  * `invalidRequest`; a run that failed answers the prompt with an internal error carrying its
  * diagnostic (ACP has no failed stop reason). Imports client/ and protocol/ only.
  */
+import { isAbsolute } from 'node:path';
 import * as acp from '@agentclientprotocol/sdk';
 import { SubagentError, type ClientTool, type PermissionHandler, type RemoteSubagentRun, type RemoteSubagentService } from '../../client/index.js';
 import type { RunEvent, SessionEvent } from '../../protocol/index.js';
@@ -46,8 +47,12 @@ export interface AcpFace {
   readonly onPermission: PermissionHandler;
 }
 
+/** Refuses at the door: a face whose provider the daemon lacks would fail every prompt. */
 export function createAcpFace(options: AcpFaceOptions): AcpFace {
   const { service, store } = options;
+  if (!service.getProvider(options.provider)) {
+    throw new SubagentError('NO_PROVIDER', `no provider named '${options.provider}' (available: ${service.list().join(', ')})`);
+  }
   const sessions = new Map<string, LiveSession>();
   let editor: acp.AgentContext | undefined;
   let editorFs: EditorFs | undefined;
@@ -119,6 +124,8 @@ export function createAcpFace(options: AcpFaceOptions): AcpFace {
       };
     })
     .onRequest(acp.methods.agent.session.new, ({ params }) => {
+      // Children resolve paths against it: a relative cwd would mean the face's own directory.
+      if (!isAbsolute(params.cwd)) throw acp.RequestError.invalidParams({ cwd: params.cwd }, `cwd must be an absolute path, not '${params.cwd}'`);
       const stored: StoredSession = { sessionId: SessionStore.newId(), cwd: params.cwd, provider: options.provider };
       store.write(stored);
       open(stored);
