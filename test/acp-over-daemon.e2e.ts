@@ -210,13 +210,13 @@ describe('acp children through the daemon', () => {
     expect(recordedPids(ws.recordPath)).toHaveLength(1);
   });
 
-  // The mapping the ACP issue asks for: end_turn → completed, max_tokens and max_turn_requests →
-  // max-tokens (a turn cut short by a limit), refusal → refusal, cancelled → aborted, unknown →
-  // error. (The reference maps max_turn_requests to error; the issue chose max-tokens.)
+  // The reference's mapping: end_turn → completed, max_tokens → max-tokens, refusal → refusal,
+  // cancelled → aborted; max_turn_requests (a request cap, not a token ceiling) and unknown → error.
   it.each([
     ['max_tokens', 'max-tokens'],
     ['refusal', 'refusal'],
-    ['max_turn_requests', 'max-tokens'],
+    ['max_turn_requests', 'error'],
+    ['something_new', 'error'],
   ])('the agent stop reason %s is %s', async (agentReason, stopReason) => {
     const service = await client();
     const run = await start(service, 'sdk-agent', `stop:${agentReason}`);

@@ -51,7 +51,9 @@ describe('descriptor', () => {
 
   it('rejects invalid configuration when the provider is created', () => {
     expect(() => provider({ name: 'x', command: '' })).toThrow(/command/);
-    expect(() => provider({ name: 'x', command: 'node', cwd: 'relative/dir' })).toThrow(/absolute/);
+    expect(() => provider({ name: 'x', command: 'node', cwd: '' })).toThrow(/cwd must be a non-empty path/);
+    // Relative: resolved against the launch directory, and that directory must exist.
+    expect(() => provider({ name: 'x', command: 'node', cwd: 'relative/dir' })).toThrow(`cwd ${process.cwd()}/relative/dir is not an existing directory`);
     expect(() => provider({ name: 'x', command: 'node', initializeTimeoutMs: -1 })).toThrow(/initializeTimeoutMs/);
   });
 });
@@ -116,7 +118,8 @@ describe('a prompt turn', () => {
   it.each([
     ['stop:refusal', 'refusal'],
     ['stop:max_tokens', 'max-tokens'],
-    ['stop:max_turn_requests', 'max-tokens'],
+    ['stop:max_turn_requests', 'error'],
+    ['stop:no_such_reason', 'error'],
     ['stop:cancelled', 'aborted'],
     ['stop:end_turn', 'completed'],
   ])('maps the agent stop reason (%s → %s)', async (mode, expected) => {
@@ -199,12 +202,12 @@ describe('the agent process environment', () => {
     expect(start?.['cwd']).toBe(realpathSync(ws.root));
   });
 
-  it('uses the configured cwd for the process but the parent cwd for the session, and finds bare commands on PATH', async () => {
+  it('uses the configured cwd for the process and for the session, and finds bare commands on PATH', async () => {
     const run = await provider(sdkAgentConfig(ws, 'reply', { command: 'node', cwd: ws.outside })).start(request(ws, fakeHost()));
     await run.result;
     await run.dispose();
     expect(recorded('start')[0]?.['cwd']).toBe(realpathSync(ws.outside));
-    expect(recorded('session/new')[0]?.['params']).toEqual({ cwd: ws.root, mcpServers: [] });
+    expect(recorded('session/new')[0]?.['params']).toEqual({ cwd: ws.outside, mcpServers: [] });
   });
 });
 

@@ -103,7 +103,7 @@ describe('stop reasons', () => {
     expect(['end_turn', 'max_tokens', 'max_turn_requests', 'refusal', 'cancelled', 'exploded', ''].map(mapStopReason)).toEqual([
       'completed',
       'max-tokens',
-      'max-tokens',
+      'error',
       'refusal',
       'aborted',
       'error',

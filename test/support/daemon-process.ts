@@ -39,6 +39,8 @@ export interface StartOptions {
   readonly fixtures?: boolean;
   /** Flags for node itself, before the CLI. */
   readonly nodeArgs?: readonly string[];
+  /** The daemon's launch directory. Default: the test runner's. */
+  readonly cwd?: string;
 }
 
 /**
@@ -77,6 +79,7 @@ async function launch(
   const proc = spawn(process.execPath, [...(options.nodeArgs ?? []), CLI, 'daemon', '--socket', socket, '--state-dir', stateDir, '--config', configPath, ...extraArgs], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env,
+    ...(options.cwd !== undefined && { cwd: options.cwd }),
   });
   let err = '';
   let out = '';

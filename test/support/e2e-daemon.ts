@@ -7,8 +7,8 @@ import { afterEach, beforeEach } from 'vitest';
 import { connect, type RemoteSubagentService } from '../../client/index.js';
 import { startDaemon, type DaemonProcess } from './daemon-process.js';
 
-export function startE2eDaemon(config: Record<string, unknown>, env: Record<string, string> = {}): Promise<DaemonProcess> {
-  return startDaemon(config, [], { env, fixtures: false });
+export function startE2eDaemon(config: Record<string, unknown>, env: Record<string, string> = {}, cwd?: string): Promise<DaemonProcess> {
+  return startDaemon(config, [], { env, fixtures: false, ...(cwd !== undefined && { cwd }) });
 }
 
 /**

@@ -8,7 +8,8 @@
  * `initializeTimeoutMs`. Warm (`warm`, then `adopt`): spawn and `initialize` ahead of any request
  * (warm-pool.ts), then bind the run's side and send `session/new` under a fresh bound. A warm
  * process is spawned without the request's env, in `config.cwd` or else the system temp dir,
- * since neither is known yet. `release` unbinds a finished session so a process whose agent is
+ * since neither is known yet. `session/new` gets `config.cwd` when set (the agent's cwd, as the
+ * reference has it), else the parent's cwd. `release` unbinds a finished session so a process whose agent is
  * declared reusable can take another.
  *
  * Over 400 lines on purpose: the handshake, the update stream and the turns share one process's
@@ -152,7 +153,7 @@ export class AcpSession {
     try {
       await session.handshake(async () => {
         await session.initializeStep(hasImage(request.prompt));
-        await session.newSessionStep(parentCwd);
+        await session.newSessionStep(cwd);
       }, signal);
     } catch (error) {
       throw await session.abandon(error);
@@ -189,7 +190,7 @@ export class AcpSession {
         throw new SubagentError('INVALID_REQUEST', 'the prompt has image content but the agent does not accept images', { field: '/prompt' });
       }
       if (this.unavailable) throw new Error(this.unavailable);
-      await this.handshake(() => this.newSessionStep(binding.workspaceRoot), request.signal);
+      await this.handshake(() => this.newSessionStep(this.config.cwd ?? binding.workspaceRoot), request.signal);
     } catch (error) {
       throw await this.abandon(error);
     }

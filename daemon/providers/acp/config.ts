@@ -5,7 +5,7 @@
  * disagree. Invalid configuration throws at provider creation, never at a start.
  */
 import { statSync } from '../../../common/node-builtins.js';
-import { isAbsolute } from 'node:path';
+import { resolve } from 'node:path';
 
 /**
  * `allow` approves every request the agent asks about, its shell commands included, wherever
@@ -23,7 +23,11 @@ export interface AcpProviderConfig {
   readonly args?: readonly string[];
   /** Extra environment for the agent, on top of the minimal safe base (PATH, HOME, LANG). */
   readonly env?: Readonly<Record<string, string>>;
-  /** Absolute working directory of the agent process; default: the parent's cwd. */
+  /**
+   * Working directory of the agent process and of its ACP sessions (`session/new`); default: the
+   * parent's cwd. A relative path is resolved against the daemon's launch directory when the
+   * config loads.
+   */
   readonly cwd?: string;
   /** How `session/request_permission` is answered. Default 'deny'. */
   readonly permission?: AcpPermissionPolicy;
@@ -141,12 +145,14 @@ export function resolveAcpConfig(config: AcpProviderConfig): ResolvedAcpConfig {
   for (const [key, value] of Object.entries(env)) {
     if (typeof value !== 'string') fail(name, `env.${key} must be a string`);
   }
-  if (config.cwd !== undefined && (typeof config.cwd !== 'string' || !isAbsolute(config.cwd))) {
-    fail(name, 'cwd must be an absolute path');
+  if (config.cwd !== undefined && (typeof config.cwd !== 'string' || config.cwd.length === 0)) {
+    fail(name, 'cwd must be a non-empty path');
   }
+  // Resolved once, here: the daemon never changes its cwd, so its launch directory is the base.
+  const cwd = config.cwd === undefined ? undefined : resolve(config.cwd);
   // Checked when the config loads, so a typo fails the daemon's start, not some later run.
-  if (config.cwd !== undefined && statSync(config.cwd, { throwIfNoEntry: false })?.isDirectory() !== true) {
-    fail(name, `cwd ${config.cwd} is not an existing directory`);
+  if (cwd !== undefined && statSync(cwd, { throwIfNoEntry: false })?.isDirectory() !== true) {
+    fail(name, `cwd ${cwd} is not an existing directory`);
   }
   const permission = config.permission ?? ACP_DEFAULTS.permission;
   if (!POLICIES.includes(permission)) fail(name, `permission must be one of ${POLICIES.map((p) => `'${p}'`).join(', ')}`);
@@ -166,7 +172,7 @@ export function resolveAcpConfig(config: AcpProviderConfig): ResolvedAcpConfig {
     command: config.command,
     args: [...args],
     env: { ...env },
-    cwd: config.cwd,
+    cwd,
     permission,
     fileAccess: { read: fileAccess.read, write: fileAccess.write },
     initializeTimeoutMs: checkDuration(

@@ -1,4 +1,7 @@
-/** ACP stop reasons in the seam's vocabulary; anything unknown is a failure. */
+/**
+ * ACP stop reasons in the seam's vocabulary; anything unknown is a failure. `max_turn_requests`
+ * is a cap on model requests within a turn, not a token ceiling: the reference maps it to `error`.
+ */
 import type { SubagentStopReason } from '../../../protocol/index.js';
 
 export function mapStopReason(reason: string): SubagentStopReason {
@@ -6,7 +9,6 @@ export function mapStopReason(reason: string): SubagentStopReason {
     case 'end_turn':
       return 'completed';
     case 'max_tokens':
-    case 'max_turn_requests':
       return 'max-tokens';
     case 'refusal':
       return 'refusal';
