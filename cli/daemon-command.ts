@@ -119,6 +119,11 @@ export async function daemonCommand(argv: string[]): Promise<number> {
     ...(settings.config.maxConnections !== undefined && { maxConnections: settings.config.maxConnections }),
     ...(settings.config.maxUnsentBytes !== undefined && { maxUnsentBytes: settings.config.maxUnsentBytes }),
     settingsStatus: () => reloadable.status(),
+    worktrees: {
+      ...settings.config.worktrees,
+      // Until a start can be sent to a member that has the repository (cluster workspace affinity).
+      ...(cluster && { refusal: 'isolation "worktree" is not available in cluster mode yet: a member may not have the repository of the parent\'s cwd' }),
+    },
   });
   // In a cluster the ACP providers (configured or reloaded) join the pool like the others.
   reloadable.attach(daemon.service.registry, cluster && ((provider) => cluster.adopt(provider)));

@@ -26,6 +26,7 @@ import {
   type InterruptLevel,
   type ProviderDescriptor,
   type SubagentStartRequestBase,
+  type WorktreeIsolationRequest,
 } from '../protocol/index.js';
 import { toParentRef } from './parent-ref.js';
 import { commonStartFields } from './start-fields.js';
@@ -33,7 +34,7 @@ import type { RpcChannel } from './rpc-channel.js';
 import type { ClientLogger, ParentInput } from './types.js';
 
 /** A continuable start: the seam's fields, a parent, and the label `child/list` shows. */
-export interface ChildStartRequest extends SubagentStartRequestBase {
+export interface ChildStartRequest extends SubagentStartRequestBase, WorktreeIsolationRequest {
   readonly parent: ParentInput;
   readonly label?: string;
   readonly env?: Readonly<Record<string, string>>;

@@ -17,6 +17,10 @@ export interface CommonStartFields {
   toolFilter?: NonNullable<ClientStartRequest['toolFilter']>;
   persona?: string;
   env?: Record<string, string>;
+  isolation?: NonNullable<ClientStartRequest['isolation']>;
+  baseRef?: string;
+  includeUncommitted?: boolean;
+  cleanup?: NonNullable<ClientStartRequest['cleanup']>;
 }
 
 export function commonStartFields(provider: string, descriptor: ProviderDescriptor, request: ClientStartRequest): CommonStartFields {
@@ -32,6 +36,10 @@ export function commonStartFields(provider: string, descriptor: ProviderDescript
   if (request.toolFilter !== undefined) fields.toolFilter = request.toolFilter;
   if (request.persona !== undefined) fields.persona = request.persona;
   if (request.env !== undefined) fields.env = { ...request.env };
+  if (request.isolation !== undefined) fields.isolation = request.isolation;
+  if (request.baseRef !== undefined) fields.baseRef = request.baseRef;
+  if (request.includeUncommitted !== undefined) fields.includeUncommitted = request.includeUncommitted;
+  if (request.cleanup !== undefined) fields.cleanup = request.cleanup;
   return fields;
 }
 

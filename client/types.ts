@@ -18,6 +18,7 @@ import type {
   SubagentStartEvent,
   StartProgress,
   SubagentStartRequestBase,
+  WorktreeIsolationRequest,
   ToolCallResult,
 } from '../protocol/index.js';
 
@@ -51,7 +52,7 @@ export interface HarnessAgentLike {
 export type ParentInput = HarnessAgentLike | ParentRef;
 
 /** The seam's start request as a client process states it. */
-export interface ClientStartRequest extends SubagentStartRequestBase {
+export interface ClientStartRequest extends SubagentStartRequestBase, WorktreeIsolationRequest {
   readonly parent: ParentInput;
   readonly tools?: readonly ClientTool[];
   readonly env?: Readonly<Record<string, string>>;

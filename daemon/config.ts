@@ -85,6 +85,12 @@ export interface DaemonConfig {
    * tool for these providers, capped at `maxDepth` (default 3). Off when absent.
    */
   readonly delegation?: Readonly<Record<string, { readonly providers: string[]; readonly maxDepth?: number }>>;
+  readonly worktrees?: {
+    readonly dir?: string;
+    readonly commit?: boolean;
+    readonly cleanup?: 'auto' | 'keep' | 'always';
+    readonly providers?: Readonly<Record<string, 'none' | 'worktree'>>;
+  };
 }
 
 const positiveInt = { type: 'integer', minimum: 1 };
@@ -153,6 +159,16 @@ const schema = {
           providers: { type: 'array', minItems: 1, uniqueItems: true, items: { type: 'string', minLength: 1 } },
           maxDepth: { type: 'integer', minimum: 0 },
         },
+      },
+    },
+    worktrees: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        dir: { type: 'string', pattern: '^/' },
+        commit: { type: 'boolean' },
+        cleanup: { enum: ['auto', 'keep', 'always'] },
+        providers: { type: 'object', additionalProperties: { enum: ['none', 'worktree'] } },
       },
     },
     sessionRetentionDays: { type: 'number', exclusiveMinimum: 0 },

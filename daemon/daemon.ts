@@ -43,6 +43,7 @@ import { createLogger } from './ops/logger.js';
 import { sessionFilePath, stateFiles } from './ops/paths.js';
 import { readSessionFile } from './store/session-reader.js';
 import { PollSpin } from './connection/poll-spin.js';
+import { WorktreeIsolation, type IsolationOptions } from './worktrees/isolating-provider.js';
 
 export interface DaemonOptions {
   readonly stateDir: string;
@@ -84,6 +85,8 @@ export interface DaemonOptions {
   readonly faults?: StateFaults;
   /** Nested delegation's tools, mounted over this daemon's service (see service/delegation.ts). */
   readonly delegation?: Delegation;
+  /** Worktree isolation's settings (config `worktrees`; see worktrees/isolating-provider.ts). */
+  readonly worktrees?: Omit<IsolationOptions, 'shuttingDown' | 'stateWorktrees'>;
 }
 
 export interface TcpListenOptions {
@@ -149,8 +152,10 @@ export function createDaemon(options: DaemonOptions): Daemon {
   }
   const local = new LocalLedger(index, { ...DEFAULT_ADMISSION_LIMITS, ...options.admission }, identity.epoch);
   const ledger = options.ledger?.(local) ?? local;
-  const service = new SubagentService(log, {
+  const isolation = new WorktreeIsolation({ ...options.worktrees, stateWorktrees: files.worktrees, shuttingDown: () => service.isShuttingDown });
+  const service: SubagentService = new SubagentService(log, {
     ledger,
+    decorateProvider: isolation.decorate,
     ...(options.detachGraceMs !== undefined && { detachGraceMs: options.detachGraceMs }),
     ...(options.maxOutputBytes !== undefined && { maxOutputBytes: options.maxOutputBytes }),
   });
@@ -198,7 +203,12 @@ export function createDaemon(options: DaemonOptions): Daemon {
   // Before anyone can attach: a dead daemon's runs read as interrupted, and a checkpointed run
   // is live under its id when its owner asks.
   const continuing = (async () => {
-    for (const run of await service.markInterrupted()) log.warn({ runId: run.runId, deadPid: run.worker.pid }, 'run interrupted by a previous daemon\'s death');
+    const interrupted = await service.markInterrupted();
+    for (const run of interrupted) log.warn({ runId: run.runId, deadPid: run.worker.pid }, 'run interrupted by a previous daemon\'s death');
+    if (interrupted.length > 0 && existsSync(files.worktrees)) {
+      const orphans = (await isolation.worktrees()).markOrphans(new Set(interrupted.map((run) => run.runId)));
+      if (orphans.length > 0) log.warn({ worktrees: orphans }, 'worktrees of interrupted runs are orphaned: `subagentd worktrees prune` removes them');
+    }
     gc(); // after: the interrupted runs are finished, and archived with the rest
     const continued = await service.continueCheckpointed();
     if (continued.length > 0) log.info({ runs: continued }, 'continuing children checkpointed by the previous daemon');

@@ -23,6 +23,7 @@ import type {
   SubagentStartRequestBase,
   ToolCallResult,
   WorkerRef,
+  WorktreeIsolationRequest,
 } from '../protocol/index.js';
 
 /** What a running child may ask of the client that owns it. */
@@ -61,7 +62,15 @@ export interface ProviderStartRequest extends SubagentStartRequestBase {
   readonly report?: (childId: string, output: string, mode: 'quiet' | 'next-step') => void;
   /** The start's progress for its client (the ACP provider tells spawning, initializing); absent when nobody asked. */
   readonly progress?: (value: StartProgress) => void;
+  /**
+   * Worktree isolation as asked (daemon/worktrees/): handled by the provider wrapper that the
+   * daemon puts around every provider, which hands the inner provider a request whose
+   * `parent.cwd` is inside the worktree and no `isolation` field.
+   */
+  readonly isolation?: IsolationRequest;
 }
+
+export type IsolationRequest = WorktreeIsolationRequest;
 
 /**
  * A run as the daemon holds it: the seam's run, whose `resume` also takes the continuation's own

@@ -45,6 +45,7 @@ import {
   content,
   daemonIdentity,
   interruptLevel,
+  isolationFields,
   outputSchema,
   ownerKey,
   parentRef,
@@ -66,7 +67,7 @@ import {
 } from './schemas.js';
 import { defineNotification, defineRequest, type ParamsOf, type ResultOf } from './wire-message.js';
 
-export { type DaemonIdentity, type ParentRef, type ProgressToken, type ProviderDescriptor, type RunInfo, type RunState, type WorkerRef } from './schemas.js';
+export { type DaemonIdentity, type Isolation, type WorktreeCleanup, type ParentRef, type ProgressToken, type ProviderDescriptor, type RunInfo, type RunState, type WorkerRef } from './schemas.js';
 
 /** Semver of the wire. A different major is refused at `initialize`. */
 export const PROTOCOL_VERSION = '1.4.0';
@@ -188,6 +189,8 @@ export const StartRequest = defineRequest(
       stream: bool,
       /** Ask for `$/progress` notifications with this token until the start is answered (since 1.1). */
       progressToken,
+      /** Worktree isolation (since 1.4): `isolation`, `baseRef`, `includeUncommitted`, `cleanup`. */
+      ...isolationFields,
     },
     ['provider', 'prompt', 'parent'],
   ),
@@ -491,6 +494,8 @@ export const ChildStartRequest = defineRequest(
       toolFilter,
       persona,
       env: childEnv,
+      /** Worktree isolation, as on `subagent/start`. */
+      ...isolationFields,
     },
     ['ownerKey', 'provider', 'prompt', 'parent'],
   ),

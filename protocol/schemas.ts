@@ -47,6 +47,7 @@ import type {
   SubagentStopReason,
   ToolFilter,
   Usage,
+  WorktreeOutcome,
 } from './seam.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -141,8 +142,40 @@ export const childEnv = record(str(64 * 1024), 256);
 
 export const runId = nonEmpty(128);
 
+/** A start's isolation (`worktree`: the child works in its own git worktree and branch). */
+export const isolation = oneOfValues(['none', 'worktree']);
+export type Isolation = Infer<typeof isolation>;
+/** What happens to a worktree at dispose: `auto` removes it (keeping a branch with changes), `keep` keeps both, `always` drops both. */
+export const worktreeCleanup = oneOfValues(['auto', 'keep', 'always']);
+export type WorktreeCleanup = Infer<typeof worktreeCleanup>;
+/** The start fields of worktree isolation, shared by `subagent/start` and `child/start`. */
+export const isolationFields = {
+  isolation,
+  /** The commit the worktree is made at (a branch, tag or commit of the parent's repository); default HEAD. */
+  baseRef: nonEmpty(256),
+  /** Carry the parent's uncommitted changes (tracked and untracked) into the worktree. */
+  includeUncommitted: bool,
+  cleanup: worktreeCleanup,
+};
+
+export const worktreeOutcome = seamShaped<WorktreeOutcome>()(
+  obj(
+    {
+      path: nonEmpty(4096),
+      branch: nonEmpty(512),
+      baseRef: nonEmpty(256),
+      baseCommit: nonEmpty(64),
+      headCommit: nonEmpty(64),
+      changed: obj({ files: count, insertions: count, deletions: count }, ['files', 'insertions', 'deletions']),
+      committed: bool,
+      parentUncommitted: oneOfValues(['left', 'carried']),
+    },
+    ['path', 'branch', 'baseRef', 'baseCommit', 'headCommit', 'changed', 'committed'],
+  ),
+);
+
 export const result = seamShaped<SubagentResult>()(
-  obj({ output: content, structured: anyValue, diagnostic: str(8192), stopReason, usage }, ['output', 'stopReason']),
+  obj({ output: content, structured: anyValue, diagnostic: str(8192), stopReason, usage, worktree: worktreeOutcome }, ['output', 'stopReason']),
 );
 
 export const startEventProperties = { runId, provider: nonEmpty(128), id: nonEmpty(256), local: bool };

@@ -41,6 +41,44 @@ export interface SubagentResult {
   readonly diagnostic?: string;
   readonly stopReason: SubagentStopReason;
   readonly usage?: Usage;
+  /** Present when the child ran in its own git worktree (`isolation: 'worktree'`). */
+  readonly worktree?: WorktreeOutcome;
+}
+
+/**
+ * A start's worktree isolation (daemon providers): `isolation: 'worktree'` runs the child in its
+ * own git worktree of the repository holding the parent's cwd, on its own branch.
+ */
+export interface WorktreeIsolationRequest {
+  readonly isolation?: 'none' | 'worktree';
+  /** The ref the worktree is made at (default HEAD). */
+  readonly baseRef?: string;
+  /** Carry the parent's uncommitted changes into the worktree (default false). */
+  readonly includeUncommitted?: boolean;
+  /** At dispose: `auto` (default) removes the worktree and keeps a branch with changes; `keep` keeps both; `always` drops both. */
+  readonly cleanup?: 'auto' | 'keep' | 'always';
+}
+
+/** Where a child isolated in a git worktree worked, and what it changed there. */
+export interface WorktreeOutcome {
+  /** The worktree's directory (removed at dispose unless kept: see `cleanup`). */
+  readonly path: string;
+  /** The branch the child's changes are on: `subagentd/<label-slug>-<short run id>`. */
+  readonly branch: string;
+  /** The ref the worktree was made at, as asked (`HEAD` when none was). */
+  readonly baseRef: string;
+  readonly baseCommit: string;
+  /** The branch's head after the run's changes were committed. */
+  readonly headCommit: string;
+  /** What the child changed against the worktree's start, as `git diff --numstat` counts it. */
+  readonly changed: { readonly files: number; readonly insertions: number; readonly deletions: number };
+  /** False when the changes were left uncommitted in the worktree (`worktrees.commit: false`). */
+  readonly committed: boolean;
+  /**
+   * The parent's uncommitted changes at start: `left` (not in the worktree) or `carried`
+   * (`includeUncommitted`); absent when the parent's tree was clean.
+   */
+  readonly parentUncommitted?: 'left' | 'carried';
 }
 
 /** Child tool scoping: exactly one of an allow list or a deny list of tool names. */

@@ -16,6 +16,8 @@ export const stateFiles = (stateDir: string) => ({
   runIndex: join(stateDir, 'runs.jsonl'),
   children: join(stateDir, 'children.jsonl'),
   sessions: join(stateDir, 'sessions'),
+  /** Worktree isolation: its records (`records/`), and the worktrees themselves unless configured elsewhere. */
+  worktrees: join(stateDir, 'worktrees'),
 });
 
 /** One child's session log in the sessions folder: `<sessions>/<sessionId>.jsonl`. */

@@ -11,7 +11,11 @@ export class ProviderRegistry {
   private readonly providers = new Map<string, DaemonProvider>();
   private readonly listeners = new Set<RegistryListener>();
 
-  register(provider: DaemonProvider): () => void {
+  /** `decorate`: what every provider is wrapped in as it is registered (the daemon's worktree isolation). */
+  constructor(private readonly decorate: (provider: DaemonProvider) => DaemonProvider = (provider) => provider) {}
+
+  register(given: DaemonProvider): () => void {
+    const provider = this.decorate(given);
     if (this.providers.has(provider.name)) {
       throw new SubagentError('DUPLICATE_PROVIDER', `a provider named "${provider.name}" is already registered`);
     }

@@ -35,7 +35,7 @@ import {
   type StartResult,
   type SubagentResult,
 } from '../../protocol/index.js';
-import type { DaemonRun, ProviderStartRequest, RunHost } from '../provider.js';
+import type { DaemonProvider, DaemonRun, IsolationRequest, ProviderStartRequest, RunHost } from '../provider.js';
 import type { Lease, ListedRun, RunLedger, StoredRun } from '../store/run-ledger.js';
 import { ProviderRegistry } from './provider-registry.js';
 import { checkStartRequest, childDepth } from './start-checks.js';
@@ -67,10 +67,12 @@ export interface SubagentServiceOptions {
   readonly detachGraceMs?: number;
   /** Cap on one run's output and, separately, on its event stream (default DEFAULT_MAX_OUTPUT_BYTES). */
   readonly maxOutputBytes?: number;
+  /** Wraps every provider as it is registered (worktree isolation: daemon/worktrees/). */
+  readonly decorateProvider?: (provider: DaemonProvider) => DaemonProvider;
 }
 
 export class SubagentService {
-  readonly registry = new ProviderRegistry();
+  readonly registry: ProviderRegistry;
   readonly ledger: RunLedger;
   private readonly table = new RunTable();
   private readonly recovery: RunRecovery;
@@ -84,6 +86,7 @@ export class SubagentService {
     options: SubagentServiceOptions,
   ) {
     this.ledger = options.ledger;
+    this.registry = new ProviderRegistry(options.decorateProvider);
     this.detachGraceMs = options.detachGraceMs ?? 60_000;
     this.maxOutputBytes = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
     this.recovery = new RunRecovery(this.ledger, this.registry, log, this.maxOutputBytes);
@@ -416,6 +419,7 @@ export class SubagentService {
 }
 
 function toProviderRequest(params: StartParams, depth: number, signal: AbortSignal, host: RunHost): ProviderStartRequest {
+  const isolation = isolationOf(params);
   return {
     prompt: params.prompt,
     parent: params.parent,
@@ -429,6 +433,19 @@ function toProviderRequest(params: StartParams, depth: number, signal: AbortSign
     ...(params.persona !== undefined && { persona: params.persona }),
     ...(params.tools !== undefined && { tools: params.tools }),
     ...(params.env !== undefined && { env: params.env }),
+    ...(params.label !== undefined && { label: params.label }),
+    ...(isolation && { isolation }),
+  };
+}
+
+/** The start's worktree isolation fields, when it has any. */
+function isolationOf(params: StartParams): IsolationRequest | undefined {
+  if (params.isolation === undefined && params.baseRef === undefined && params.includeUncommitted === undefined && params.cleanup === undefined) return undefined;
+  return {
+    ...(params.isolation !== undefined && { isolation: params.isolation }),
+    ...(params.baseRef !== undefined && { baseRef: params.baseRef }),
+    ...(params.includeUncommitted !== undefined && { includeUncommitted: params.includeUncommitted }),
+    ...(params.cleanup !== undefined && { cleanup: params.cleanup }),
   };
 }
 

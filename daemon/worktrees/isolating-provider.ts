@@ -1,0 +1,151 @@
+/**
+ * The seam of worktree isolation into the service: every provider is registered wrapped in this
+ * (service/provider-registry.ts's `decorate`). A start without worktree isolation passes through
+ * untouched. One with it gets its worktree first (worktree-manager.ts), and the inner provider
+ * sees a request whose `parent.cwd` is the parent's cwd's place inside the worktree: the file
+ * tools, run_shell's writable dir, an ACP agent's process and `session/new` cwd all follow it.
+ * Each turn's result carries `worktree` (its changes committed on the branch); disposing the
+ * chain's latest run applies the cleanup rule, unless the daemon is shutting down (a child kept
+ * for the next daemon keeps its worktree; one it cannot continue is found as an orphan).
+ *
+ * The git machinery loads at the first isolated start: a daemon that never isolates never pays.
+ */
+import { boundDiagnostic, SubagentError, type ContentBlock, type Isolation, type SubagentResult } from '../../protocol/index.js';
+import type { DaemonProvider, DaemonRun, ProviderStartRequest, RestoreContext, RunHost } from '../provider.js';
+import type { WorktreeManager, WorktreeSettings } from './worktree-manager.js';
+import type { WorktreeRecord } from './worktree-records.js';
+
+export interface IsolationOptions extends WorktreeSettings {
+  /** Default isolation per provider name (config `worktrees.providers`); otherwise `none`. */
+  readonly defaults?: Readonly<Record<string, Isolation>>;
+  /** When set, a worktree start is refused with this reason (cluster mode). */
+  readonly refusal?: string;
+  /** Whether the daemon is shutting down: its disposals are no cleanup. */
+  readonly shuttingDown: () => boolean;
+}
+
+/** One isolated child: its worktree and the run of its chain that is latest. */
+interface Chain {
+  readonly name: string;
+  readonly label: string | undefined;
+  latest: DaemonRun | undefined;
+}
+
+export class WorktreeIsolation {
+  private manager: Promise<WorktreeManager> | undefined;
+
+  constructor(private readonly options: IsolationOptions) {}
+
+  /** The manager, loaded on first use. */
+  worktrees(): Promise<WorktreeManager> {
+    this.manager ??= import('./worktree-manager.js').then(({ WorktreeManager }) => new WorktreeManager(this.options));
+    return this.manager;
+  }
+
+  decorate = (inner: DaemonProvider): DaemonProvider => {
+    const wrapped: DaemonProvider = {
+      get name() {
+        return inner.name;
+      },
+      get capabilities() {
+        return inner.capabilities;
+      },
+      get inheritsParentContext() {
+        return inner.inheritsParentContext;
+      },
+      get runtime() {
+        return inner.runtime;
+      },
+      start: (request) => this.start(inner, request),
+      ...(inner.restore && { restore: (childId: string, context: RestoreContext) => this.restore(inner, childId, context) }),
+      ...(inner.processes && { processes: () => inner.processes!() }),
+      ...(inner.close && { close: () => inner.close!() }),
+    };
+    return wrapped;
+  };
+
+  private async start(inner: DaemonProvider, request: ProviderStartRequest): Promise<DaemonRun> {
+    const { isolation: asked, ...plain } = request;
+    const mode = asked?.isolation ?? this.options.defaults?.[inner.name] ?? 'none';
+    if (mode === 'none') {
+      if (asked?.baseRef !== undefined || asked?.includeUncommitted !== undefined || asked?.cleanup !== undefined) {
+        throw new SubagentError('INVALID_REQUEST', 'baseRef, includeUncommitted and cleanup apply only with isolation "worktree"', { field: '/isolation' });
+      }
+      return inner.start(plain);
+    }
+    if (this.options.refusal !== undefined) throw new SubagentError('UNSUPPORTED_OPERATION', this.options.refusal, { field: '/isolation' });
+    const manager = await this.worktrees();
+    const record = await manager.create({
+      runId: request.host.runId,
+      provider: inner.name,
+      parentCwd: request.parent.cwd,
+      ...(request.label !== undefined && { label: request.label }),
+      ...(asked?.baseRef !== undefined && { baseRef: asked.baseRef }),
+      ...(asked?.includeUncommitted !== undefined && { includeUncommitted: asked.includeUncommitted }),
+      ...(asked?.cleanup !== undefined && { cleanup: asked.cleanup }),
+    });
+    let run: DaemonRun;
+    try {
+      run = await inner.start({ ...plain, parent: { ...plain.parent, cwd: record.cwd } });
+    } catch (error) {
+      await manager.discard(record).catch((failure: unknown) => request.host.log.warn({ err: failure, worktree: record.path }, 'could not remove the worktree of a failed start'));
+      throw error;
+    }
+    manager.update(record.name, { childId: run.id });
+    return this.wrap(run, { name: record.name, label: request.label, latest: undefined }, request.host, manager);
+  }
+
+  private async restore(inner: DaemonProvider, childId: string, context: RestoreContext): Promise<DaemonRun> {
+    const run = await inner.restore!(childId, context);
+    const manager = await this.worktrees();
+    const record: WorktreeRecord | undefined = manager.records.byChild(childId);
+    if (!record) return run;
+    return this.wrap(run, { name: record.name, label: record.label, latest: undefined }, context.host, manager);
+  }
+
+  private wrap(run: DaemonRun, chain: Chain, host: RunHost, manager: WorktreeManager): DaemonRun {
+    const runId = host.runId;
+    const result = run.result.then((outcome) => this.finish(outcome, chain, runId, host, manager));
+    const wrapped: DaemonRun = {
+      get id() {
+        return run.id;
+      },
+      get localAgent() {
+        return run.localAgent;
+      },
+      get worker() {
+        return run.worker;
+      },
+      result,
+      dispose: async () => {
+        await run.dispose();
+        await result.catch(() => undefined);
+        if (chain.latest !== wrapped || this.options.shuttingDown()) return;
+        await manager.release(chain.name).catch((error: unknown) => host.log.warn({ err: error, worktree: chain.name }, 'worktree cleanup failed'));
+      },
+      ...(run.sendMessage && { sendMessage: (content: ContentBlock[]) => run.sendMessage!(content) }),
+      ...(run.interrupt && { interrupt: (level) => run.interrupt!(level) }),
+      ...(run.resume && {
+        resume: async (content: ContentBlock[], options?: { signal?: AbortSignal }) => {
+          const next = await run.resume!(content, options);
+          // The service re-armed the chain's host with the continuation's run id before this call.
+          manager.turnStarted(chain.name, host.runId);
+          return this.wrap(next, chain, host, manager);
+        },
+      }),
+    };
+    chain.latest = wrapped;
+    return wrapped;
+  }
+
+  /** A turn's outcome plus what it changed in the worktree; a git failure is named in the diagnostic, never a lost result. */
+  private async finish(outcome: SubagentResult, chain: Chain, runId: string, host: RunHost, manager: WorktreeManager): Promise<SubagentResult> {
+    try {
+      return { ...outcome, worktree: await manager.finishTurn(chain.name, runId, chain.label) };
+    } catch (error) {
+      host.log.warn({ err: error, worktree: chain.name }, 'could not commit the worktree');
+      const note = `the worktree's changes could not be committed: ${(error as Error).message}`;
+      return { ...outcome, diagnostic: boundDiagnostic(outcome.diagnostic ? `${note}; ${outcome.diagnostic}` : note) };
+    }
+  }
+}
