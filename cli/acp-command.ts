@@ -3,13 +3,14 @@
  * kept under `<state dir>/acp-sessions`, so any face process of this user can load them.
  */
 import { join } from 'node:path';
-import { Readable, Writable } from 'node:stream';
+import { Writable } from 'node:stream';
 import * as acp from '@agentclientprotocol/sdk';
 import type { PermissionHandler } from '../client/index.js';
 import type { CommonSettings } from './options.js';
 import { packageVersion } from '../common/package-info.js';
 import { createAcpFace } from '../faces/acp/acp-face.js';
 import { SessionStore } from '../faces/acp/session-store.js';
+import { boundedLineStream, DEFAULT_FACE_LINE_BYTES, oversizeError } from '../faces/stdio-lines.js';
 import { openFaceClient } from './face-client.js';
 import type { FaceCommandOptions } from './mcp-command.js';
 import { storedSession } from './ops-commands.js';
@@ -37,12 +38,16 @@ export async function acpCommand(settings: CommonSettings, options: FaceCommandO
   }
   onPermission = face.onPermission;
   try {
-    // Node pipes yield Buffers, which are Uint8Arrays; the casts only narrow the web typings.
-    await face.serve(
-      acp.ndJsonStream(Writable.toWeb(process.stdout) as WritableStream<Uint8Array>, Readable.toWeb(process.stdin) as ReadableStream<Uint8Array>),
-    );
+    // The cast only narrows the web typings.
+    // stdin's lines are bounded before the SDK sees them (it would buffer any line whole).
+    const maxLineBytes = settings.config.limits?.faceLineBytes ?? DEFAULT_FACE_LINE_BYTES;
+    const input = boundedLineStream(process.stdin, maxLineBytes, (id, bytes) => {
+      process.stdout.write(`${JSON.stringify(oversizeError(id, bytes, maxLineBytes))}\n`);
+    });
+    await face.serve(acp.ndJsonStream(Writable.toWeb(process.stdout) as WritableStream<Uint8Array>, input));
   } finally {
     await service.close();
+    process.stdin.destroy();
   }
   return 0;
 }

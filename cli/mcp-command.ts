@@ -1,8 +1,9 @@
 /** `subagentd mcp`: the MCP face on stdio (faces/mcp), over the shared daemon. */
-import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import type { CommonSettings } from './options.js';
 import { packageVersion } from '../common/package-info.js';
 import { createMcpFace } from '../faces/mcp/mcp-face.js';
+import { BoundedStdioTransport } from '../faces/mcp/stdio-transport.js';
+import { DEFAULT_FACE_LINE_BYTES } from '../faces/stdio-lines.js';
 import type { BackgroundMode } from '../tool/index.js';
 import { openFaceClient, untilHostLeaves } from './face-client.js';
 import { absoluteModel } from './run-command.js';
@@ -30,12 +31,16 @@ export async function mcpCommand(settings: CommonSettings, options: FaceCommandO
     await service.close();
     throw error;
   }
+  const transport = new BoundedStdioTransport(process.stdin, process.stdout, settings.config.limits?.faceLineBytes ?? DEFAULT_FACE_LINE_BYTES);
+  const closed = new Promise<void>((resolve) => (transport.onclose = resolve));
   try {
-    await face.server.connect(new StdioServerTransport());
-    await untilHostLeaves();
+    await face.server.connect(transport);
+    await Promise.race([closed, untilHostLeaves()]);
   } finally {
     await face.close();
     await service.close();
+    // Nothing more is read: a face stopped by a signal must not be kept alive by an open stdin.
+    process.stdin.destroy();
   }
   return 0;
 }

@@ -44,8 +44,9 @@ export interface SocketConnectOptions extends CommonConnectOptions {
   /**
    * Opt-in: when the connection is lost (not by `close()`), re-dial with bounded exponential
    * backoff plus jitter (`true` = defaults: 10 attempts, 100 ms doubling up to 5 s), present the
-   * token again (`token`, else `<socket>.token` re-read: a restarted daemon writes a new one; the
-   * `autoStart` hook may start a daemon), and re-attach every unsettled run with its token.
+   * token again (`token`, else `<socket>.token` re-read: a restarted daemon writes a new one), and
+   * re-attach every unsettled run with its token. A re-dial never calls `autoStart`: a daemon
+   * that was stopped stays stopped (auto-start belongs to a fresh connect, not to a reconnect).
    * Meanwhile runs' `result`s stay pending; requests that were in flight reject with
    * DAEMON_UNAVAILABLE (they may not have reached the daemon), and so do new calls until the
    * `reconnected` event. After `maxAttempts` failed re-dials everything rejects as without it.
@@ -109,7 +110,8 @@ function reconnectSetup(options: SocketConnectOptions, logger: ClientLogger): Re
   return {
     policy,
     dial: async () => {
-      const transport = await openSocket(options);
+      // Not openSocket: `subagentd stop` must not be undone by a client that was connected.
+      const transport = await openSocketTransport(options.socket);
       // Re-read each time, after connecting: a restarted daemon wrote a new token before it listened.
       const token = options.token ?? readTokenBeside(options.socket);
       return { channel: new RpcChannel(transport, logger), ...(token !== undefined ? { token } : {}) };

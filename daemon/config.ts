@@ -44,6 +44,8 @@ export interface DaemonConfig {
     readonly maxQueued?: number;
     /** Cap on one run's output and on its event stream; at most MAX_TEXT_BYTES (protocol/output-cap.ts). */
     readonly maxOutputBytes?: number;
+    /** Cap on one stdin line of the MCP and ACP faces (default 4 MiB); longer lines get -32600. */
+    readonly faceLineBytes?: number;
   };
   /** Days a session log is kept after its last write (default 14). */
   readonly sessionRetentionDays?: number;
@@ -140,6 +142,7 @@ const schema = {
         maxQueued: { type: 'integer', minimum: 0 },
         // Below the client's text-block cap, so a capped answer always validates there.
         maxOutputBytes: { type: 'integer', minimum: 1024, maximum: MAX_TEXT_BYTES },
+        faceLineBytes: { type: 'integer', minimum: 1024, maximum: 1024 * 1024 * 1024 },
       },
     },
     persona: { type: 'string' },

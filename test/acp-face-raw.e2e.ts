@@ -86,6 +86,14 @@ it('answers bad input with JSON-RPC errors and keeps serving', { timeout: HEAVY_
   expect(noSuchMethod.error?.code).toBe(-32601);
   send({ method: 'session/cancel', params: { sessionId: 'acp_00000000-0000-0000-0000-000000000000' } });
 
+  // A line over limits.faceLineBytes (4 MiB) is answered for its own id, and not buffered whole.
+  const bigId = nextId++;
+  face.child.stdin.write(`{"jsonrpc":"2.0","id":${bigId},"method":"session/prompt","params":{"sessionId":"x","prompt":[{"type":"text","text":"${'y'.repeat(5 * 1024 * 1024)}"}]}}\n`);
+  let big: Message | undefined;
+  await waitUntil(() => (big = received.find((m) => m.id === bigId)) !== undefined, 30_000, 'the answer to the oversize line');
+  expect(big?.error?.code).toBe(-32600);
+  expect(big?.error?.message).toContain('limits.faceLineBytes');
+
   const relative = await request('session/new', { cwd: 'work/project', mcpServers: [] });
   expect(relative.error?.code).toBe(-32602);
   expect(relative.error?.message).toContain("cwd must be an absolute path, not 'work/project'");

@@ -43,6 +43,9 @@ export interface McpFaceOptions {
   readonly backgroundMode?: BackgroundMode;
 }
 
+/** How long closing waits for the cancels of the runs it abandons to be answered. */
+const CLOSE_GRACE_MS = 700;
+
 /** The calling agent as this face knows it: the host, plus where this call's progress goes. */
 interface Caller {
   readonly ref: ParentRef;
@@ -110,6 +113,7 @@ export function createMcpFace(options: McpFaceOptions): { readonly server: Serve
   const extra: readonly ToolDefinition<Caller>[] = continuable ? createChildControlTools(tools.children!).all : (handles[0]?.jobTools() ?? []);
   const current = (): ToolDefinition<Caller>[] => [...handles.flatMap((h) => h.current() ?? []), ...extra];
 
+  const inflight = new Set<Promise<unknown>>();
   const server = new Server({ name: 'subagentd', version: options.version }, { capabilities: { tools: {} } });
 
   server.setRequestHandler(ListToolsRequestSchema, () => ({
@@ -130,10 +134,13 @@ export function createMcpFace(options: McpFaceOptions): { readonly server: Serve
             (value, message) => call.sendNotification({ method: 'notifications/progress', params: { progressToken: token, progress: value, message } }),
             options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS,
           );
+    const execution = tool.execute(args, { signal: call.signal, parent: { ref, ...(progress && { onEvent: progress.onEvent }) } });
+    inflight.add(execution);
     try {
-      const result = await tool.execute(args, { signal: call.signal, parent: { ref, ...(progress && { onEvent: progress.onEvent }) } });
+      const result = await execution;
       return { content: [...result.content, ...inbox.take()], ...(result.isError && { isError: true }) };
     } finally {
+      inflight.delete(execution);
       progress?.stop();
     }
   });
@@ -141,8 +148,13 @@ export function createMcpFace(options: McpFaceOptions): { readonly server: Serve
   return {
     server,
     async close() {
-      for (const handle of handles) await handle.dispose();
+      // Closing the server aborts the calls in flight, and each cancels its run; background jobs
+      // are killed. Waiting for the cancels to be answered is bounded: the host has left.
       await server.close();
+      const settling = Promise.allSettled([...inflight, ...handles.map((h) => h.dispose())]);
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([settling, new Promise((resolve) => (timer = setTimeout(resolve, CLOSE_GRACE_MS)))]);
+      clearTimeout(timer);
     },
   };
 }
