@@ -71,7 +71,8 @@ export class ClusterScheduler {
         lease.nak();
         return undefined;
       }
-      const claim = await this.claimFor(lease, canRun).catch(() => undefined);
+      // The lease heartbeats from delivery: a claim that fails gives its ticket back, or it would be kept alive for nothing.
+      const claim = await this.claimFor(lease, canRun).catch(() => giveBack(lease));
       if (claim) return claim;
     }
     return undefined;

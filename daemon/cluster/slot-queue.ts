@@ -3,8 +3,8 @@
  * run, and one durable pull consumer shared by every member. The consumer's `max_ack_pending`
  * is the cluster-wide cap: the server hands out at most that many unacknowledged tickets, so at
  * most that many runs execute at once across all members. A ticket is a lease: its holder
- * heartbeats it (`+WPI`, JetStream's "working") every ack_wait/3 and acknowledges it when the
- * run ends; a holder that dies stops heartbeating, and after ack_wait the server redelivers the
+ * heartbeats it (`+WPI`, JetStream's "working") every ack_wait/3 from the moment it is delivered
+ * (the claim that follows can wait seconds on a busy KV) and acknowledges it when the run ends; a holder that dies stops heartbeating, and after ack_wait the server redelivers the
  * ticket to another member (which then takes the run over, see scheduler.ts).
  *
  * Tickets are pulled with the raw JetStream pull API (`$JS.API.CONSUMER.MSG.NEXT`, batch 1),
@@ -125,6 +125,9 @@ export class Lease {
   private lapseTimer: NodeJS.Timeout | undefined;
   private confirmedAt: number;
   private done = false;
+  /** No heartbeat was confirmed in time: the server may hand the ticket to another member now. */
+  private lapsed = false;
+  private onLapse: (() => void) | undefined;
   /** Re-arms the lapse timer after a confirmed heartbeat (set by keepAlive). */
   private rearm: (() => void) | undefined;
 
@@ -143,6 +146,7 @@ export class Lease {
     } catch {
       this.runId = undefined;
     }
+    this.start();
   }
 
   get heartbeatMs(): number {
@@ -150,10 +154,12 @@ export class Lease {
   }
 
   /**
-   * Heartbeats every ack_wait/3 until ack, nak or stop. `onLapse` fires once when no heartbeat
-   * was confirmed for ack_wait minus half a period: the lease is lost, stop the work now.
+   * Heartbeats every ack_wait/3 from delivery until ack, nak or stop: the claim that follows a
+   * delivery (picking a run, a compare-and-set on its record) can take seconds while the pool's
+   * KV is busy, and the server's lease runs all that time. The lapse timer runs from delivery
+   * too: it fires when no heartbeat was confirmed for ack_wait minus half a period.
    */
-  keepAlive(onLapse: () => void): void {
+  private start(): void {
     // Its own timer, re-armed at each confirmed heartbeat: the lapse is noticed on time, not at the next tick.
     const armLapse = (): void => {
       clearTimeout(this.lapseTimer);
@@ -161,7 +167,8 @@ export class Lease {
       this.lapseTimer = setTimeout(() => {
         if (this.done) return;
         this.stop();
-        onLapse();
+        this.lapsed = true;
+        this.onLapse?.();
       }, Math.max(0, due));
       this.lapseTimer.unref();
     };
@@ -175,6 +182,18 @@ export class Lease {
     armLapse();
     this.timer = setTimeout(tick, this.heartbeatMs);
     this.timer.unref();
+  }
+
+  /**
+   * `onLapse` fires once when the lease is lost (no heartbeat confirmed in time): stop the work
+   * now. A lease that lapsed already (during the claim) calls it at once.
+   */
+  keepAlive(onLapse: () => void): void {
+    if (this.lapsed) {
+      onLapse();
+      return;
+    }
+    this.onLapse = onLapse;
   }
 
   /**
