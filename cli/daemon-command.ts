@@ -159,7 +159,20 @@ export async function daemonCommand(argv: string[]): Promise<number> {
   };
   process.once('SIGTERM', () => stop('SIGTERM'));
   process.once('SIGINT', () => stop('SIGINT'));
+  // Telemetry (daemon/telemetry/) loads only when asked for: off, none of it (nor prom-client) is read.
+  const metricsAddress = (values['metrics'] as string | undefined) ?? settings.config.metrics?.address;
+  let stopMetrics: (() => Promise<void>) | undefined;
   try {
+    if (metricsAddress !== undefined) {
+      const { serveMetrics, parseListenAddress } = await import('../daemon/telemetry/metrics-server.js');
+      const listen = parseListenAddress(metricsAddress, '--metrics');
+      const served = await serveMetrics(daemon, {
+        ...listen,
+        ...(settings.config.metrics?.allowRemote !== undefined && { allowRemote: settings.config.metrics.allowRemote }),
+      });
+      stopMetrics = served.close;
+      process.stderr.write(`subagentd metrics at http://${listen.host.includes(':') ? `[${listen.host}]` : listen.host}:${served.port}/metrics\n`);
+    }
     if (stdio) {
       // One private client on stdio: when it goes, so does the daemon.
       daemon.serve(process.stdin, process.stdout, () => void daemon.close());
@@ -181,6 +194,7 @@ export async function daemonCommand(argv: string[]): Promise<number> {
     }
   } catch (error) {
     // Half-started: release the socket, the lock and the log before reporting.
+    await stopMetrics?.();
     await daemon.close();
     await cluster?.close();
     throw error;
@@ -193,6 +207,7 @@ export async function daemonCommand(argv: string[]): Promise<number> {
   const idleMs = idleSeconds !== undefined ? positiveInt(idleSeconds, '--idle-timeout') * 1000 : settings.config.idleTimeoutMs;
   if (idleMs !== undefined) daemon.exitWhenIdle(idleMs);
   await daemon.whenClosed;
+  await stopMetrics?.();
   // After the service disposed this member's runs (their executors were told over NATS); bounded
   // by the exit timer below, so a member whose NATS server is gone still exits.
   const leaving = cluster?.close().catch((error: unknown) => log.warn({ err: error }, 'cluster: leaving failed'));

@@ -42,6 +42,7 @@ export const DAEMON_FLAGS = {
   'max-runs-per-connection': { type: 'string', value: 'N', help: 'runs at once for one connection' },
   'idle-timeout': { type: 'string', value: 'S', help: 'exit after S seconds with no client and no run' },
   nats: { type: 'string', value: 'URL', help: 'join the pool on this NATS JetStream server (env SUBAGENTD_NATS; docs/cluster.md)' },
+  metrics: { type: 'string', value: 'HOST:PORT', help: 'serve Prometheus metrics at http://HOST:PORT/metrics (loopback; docs/observability.md)' },
 } as const satisfies FlagSpecs;
 
 /** node:util parseArgs options for these flags. */

@@ -93,6 +93,11 @@ export interface DaemonConfig {
     readonly cleanup?: 'auto' | 'keep' | 'always';
     readonly providers?: Readonly<Record<string, 'none' | 'worktree'>>;
   };
+  /**
+   * Prometheus metrics at `http://ADDRESS/metrics` (docs/observability.md); `address` is
+   * `HOST:PORT` or `PORT` (host 127.0.0.1). A non-loopback host needs `allowRemote`. Off when absent.
+   */
+  readonly metrics?: { readonly address: string; readonly allowRemote?: boolean };
 }
 
 const positiveInt = { type: 'integer', minimum: 1 };
@@ -173,6 +178,12 @@ const schema = {
         cleanup: { enum: ['auto', 'keep', 'always'] },
         providers: { type: 'object', additionalProperties: { enum: ['none', 'worktree'] } },
       },
+    },
+    metrics: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['address'],
+      properties: { address: { type: 'string', pattern: '^(\\[[0-9A-Fa-f:.]+\\]:|[^:\\s]+:)?[0-9]{1,5}$' }, allowRemote: { type: 'boolean' } },
     },
     sessionRetentionDays: { type: 'number', exclusiveMinimum: 0 },
     retention: {

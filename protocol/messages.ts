@@ -60,6 +60,7 @@ import {
   sessionHeader,
   startEvent,
   startEventProperties,
+  traceparent,
   stopReason,
   toolFilter,
   toolName,
@@ -191,6 +192,8 @@ export const StartRequest = defineRequest(
       progressToken,
       /** Worktree isolation (since 1.4): `isolation`, `baseRef`, `includeUncommitted`, `cleanup`. */
       ...isolationFields,
+      /** The caller's W3C trace context: the run's spans continue its trace (since 1.4). */
+      traceparent,
     },
     ['provider', 'prompt', 'parent'],
   ),
@@ -496,6 +499,8 @@ export const ChildStartRequest = defineRequest(
       env: childEnv,
       /** Worktree isolation, as on `subagent/start`. */
       ...isolationFields,
+      /** The caller's W3C trace context: the child's spans continue its trace (since 1.4). */
+      traceparent,
     },
     ['ownerKey', 'provider', 'prompt', 'parent'],
   ),

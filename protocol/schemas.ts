@@ -216,6 +216,12 @@ export const sessionHeader = declared<SessionHeader>(anyObject);
 
 /** LSP's `integer | string`; the string bounded like an id. */
 export const progressToken = stringOrInteger({ minLength: 1, maxLength: 256 });
+
+/**
+ * W3C Trace Context `traceparent` (version 00): the caller's span, which the run's spans continue
+ * (docs/observability.md). Since 1.4; a daemon with tracing off ignores it.
+ */
+export const traceparent = matching('^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$', { maxLength: 55 });
 export type ProgressToken = Infer<typeof progressToken>;
 
 export const interruptLevel = seamShaped<InterruptLevel>()(oneOfValues(['after-step', 'now']));

@@ -83,8 +83,14 @@ it('loads only the daemon at start: no client side, faces, agent runtime, SDKs, 
     // Nested delegation and its subagent tool load only when the config asks for them.
     '/dist/daemon/service/delegation.js',
     '/dist/tool/',
+    // Metrics, traces and the web view load only when turned on (docs/observability.md).
+    '/dist/daemon/telemetry/',
+    '/dist/daemon/ui/',
+    '/node_modules/prom-client/',
+    '/node_modules/@opentelemetry/',
   ];
-  expect(loaded.filter((url) => unwanted.some((part) => url.includes(part)))).toEqual([]);
+  // (The model adapter's request hook, telemetry/model-requests.js, is a few dependency-free lines.)
+  expect(loaded.filter((url) => unwanted.some((part) => url.includes(part)) && !url.endsWith('/dist/daemon/telemetry/model-requests.js'))).toEqual([]);
   // The config validator built ahead of time needs one of Ajv's small runtime helpers, not Ajv.
   expect(loaded.filter((url) => url.includes('/node_modules/ajv/') && !url.includes('/node_modules/ajv/dist/runtime/'))).toEqual([]);
   // No Date method that asks ICU for the time zone (timestamps come from common/iso-time.ts).

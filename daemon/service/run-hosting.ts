@@ -21,6 +21,7 @@ import type { PermissionParams, PermissionResult, RunEvent, ToolCallResult } fro
 import type { RunHost } from '../provider.js';
 import { StreamBudget } from './output-budget.js';
 import type { RunOwner } from './run-ownership.js';
+import type { RunObservers } from './run-observer.js';
 
 export class OwnedRunHost implements RunHost {
   /** This run's share of the event stream; a resume gets a fresh one. */
@@ -34,6 +35,8 @@ export class OwnedRunHost implements RunHost {
   private runLog: Logger | undefined;
   /** Its owner is across a wire: nobody steers the run in the turn its start returns. */
   readonly steersInTurn = false;
+  /** The service's run observers (run-observer.ts): they hear every event, streamed or not. */
+  observers: RunObservers | undefined;
 
   constructor(
     public runId: string,
@@ -75,6 +78,7 @@ export class OwnedRunHost implements RunHost {
   }
 
   emit(event: RunEvent): void {
+    this.observers?.event(this.runId, event);
     if (!this.stream || !this.owner.open) return;
     const admitted = this.budget.admit(event);
     if (!admitted) return;

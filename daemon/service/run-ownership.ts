@@ -27,6 +27,8 @@ import type {
 export interface RunOwner {
   readonly id: string;
   readonly open: boolean;
+  /** The name its client gave at `initialize` (`name@version`), for telemetry. */
+  readonly clientName?: string;
   /** Its runs stay resumable in the ledger across a daemon shutdown (continuable children). */
   readonly durable?: boolean;
   /**

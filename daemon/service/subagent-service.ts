@@ -44,12 +44,14 @@ import { DETACHED, mintRunId, tokenMatches, type RunOwner, type StartAnswer } fr
 import { RunLifecycle, type LifecycleListener } from './run-lifecycle.js';
 import { RunRecovery } from './run-recovery.js';
 import { RunTable, type LiveRun } from './run-table.js';
+import { RunObservers, type RunObserver } from './run-observer.js';
 import { liveInfo, runInfo, sessionOf, storedState } from './run-views.js';
 
 export type { RunOwner, StartAnswer } from './run-ownership.js';
 export { mintRunId } from './run-ownership.js';
 
 export type { LifecycleListener } from './run-lifecycle.js';
+export type { ObservedStart, RunObserver } from './run-observer.js';
 
 export interface StartExtras {
   readonly parentRunId?: string;
@@ -58,6 +60,8 @@ export interface StartExtras {
   readonly answer?: StartAnswer;
   /** Where the start stands until it is answered: queue position, provider start, ready. */
   readonly progress?: (value: StartProgress) => void;
+  /** The caller's W3C trace context when the start params carry none (child/start, a face's `_meta`). */
+  readonly traceparent?: string;
 }
 
 export interface SubagentServiceOptions {
@@ -80,6 +84,8 @@ export class SubagentService {
   private readonly detachGraceMs: number;
   private readonly maxOutputBytes: number;
   private shuttingDown = false;
+  /** Telemetry and the web view (run-observer.ts); absent until the first observer. */
+  private observers: RunObservers | undefined;
 
   constructor(
     private readonly log: Logger,
@@ -101,6 +107,18 @@ export class SubagentService {
   onLifecycle(listener: LifecycleListener): () => void {
     this.lifecycle.listeners.add(listener);
     return () => this.lifecycle.listeners.delete(listener);
+  }
+
+  /** Watch every run from its start to its end (daemon/telemetry/, daemon/ui/); see run-observer.ts. */
+  observe(observer: RunObserver): () => void {
+    if (!this.observers) {
+      const observers = new RunObservers((error) => this.log.warn({ err: error }, 'a run observer threw; it is ignored from here on'));
+      this.observers = observers;
+      this.lifecycle.listeners.add((event) => {
+        if (event.kind === 'end') observers.ended(event.payload);
+      });
+    }
+    return this.observers.add(observer);
   }
 
   /** Runs a dead daemon left running or starting are recorded as interrupted (run-recovery.ts). */
@@ -138,17 +156,33 @@ export class SubagentService {
     if (cancel.aborted) onCancel();
     cancel.addEventListener('abort', onCancel, { once: true });
     const host = new OwnedRunHost(runId, owner, params.stream === true, this.log, provider.name, this.maxOutputBytes);
+    const observers = this.observers;
+    host.observers = observers;
+    observers?.starting({
+      runId,
+      provider: provider.name,
+      depth,
+      connectionId: owner.id,
+      ...(params.label !== undefined && { label: params.label }),
+      ...(extras.parentRunId !== undefined && { parentRunId: extras.parentRunId }),
+      ...(owner.clientName !== undefined && { client: owner.clientName }),
+      ...((params.traceparent ?? extras.traceparent) !== undefined && { traceparent: params.traceparent ?? extras.traceparent }),
+    });
     this.table.starting.set(runId, { owner, abort });
     let run: DaemonRun;
     let lease: Lease | undefined;
     try {
       this.ledger.assertRecordable(); // a run the ledger cannot hold would be lost at a restart
+      const queuedAt = observers && monotonicMs();
       lease = await this.ledger.admit(owner.id, provider.name, abort.signal, progress && ((position) => progress({ kind: 'queued', position })));
+      if (queuedAt !== undefined) observers?.admitted(runId, monotonicMs() - queuedAt);
       progress?.({ kind: 'starting' });
       run = await provider.start({ ...toProviderRequest(params, depth, abort.signal, host), ...(extras.report && { report: extras.report }), ...(progress && { progress }) });
     } catch (error) {
       lease?.release();
-      throw this.startFailure(error, abort.signal, provider.name);
+      const failure = this.startFailure(error, abort.signal, provider.name);
+      observers?.startFailed(runId, failure.code);
+      throw failure;
     } finally {
       cancel.removeEventListener('abort', onCancel);
       this.table.starting.delete(runId);
@@ -157,6 +191,7 @@ export class SubagentService {
       // Ready too late: the caller already gave up, so the run is never published.
       await run.dispose().catch((error: unknown) => this.log.warn({ err: error, runId }, 'dispose after late readiness failed'));
       lease.release();
+      observers?.startFailed(runId, 'ABORTED');
       throw new SubagentError('ABORTED', 'start was cancelled before the child was ready');
     }
     const restore = {
@@ -169,6 +204,7 @@ export class SubagentService {
       restore,
       ...(extras.parentRunId !== undefined && { parentRunId: extras.parentRunId }),
     });
+    observers?.ready(started.runId, { id: started.id });
     progress?.({ kind: 'ready', runId: started.runId });
     return started;
   }
@@ -231,15 +267,28 @@ export class SubagentService {
     // The provider keeps the chain's first host for its whole life: point it at the new run
     // before the child can emit anything for it.
     host.rearm(mintRunId(), owner, stream);
+    const observers = (host.observers = this.observers);
+    observers?.starting({
+      runId: host.runId,
+      provider: record.provider,
+      depth: 1,
+      connectionId: owner.id,
+      resumedFrom: record.runId,
+      ...(record.parentRunId !== undefined && { parentRunId: record.parentRunId }),
+      ...(owner.clientName !== undefined && { client: owner.clientName }),
+    });
     let next: DaemonRun;
     try {
       next = await resume.call(record.run, prompt, { signal: abort.signal });
     } catch (error) {
       lease.release();
+      observers?.startFailed(host.runId, error instanceof SubagentError ? error.code : 'START_FAILED');
       throw error;
     }
     const restore = (await this.ledger.get(record.runId))?.restore;
-    return this.lifecycle.publish(record.provider, next, owner, abort, host, lease, answer, { resumedFrom: record.runId, ...(restore && { restore }) });
+    const started = await this.lifecycle.publish(record.provider, next, owner, abort, host, lease, answer, { resumedFrom: record.runId, ...(restore && { restore }) });
+    observers?.ready(started.runId, { id: started.id });
+    return started;
   }
 
   async wait(runId: string, owner: RunOwner): Promise<SubagentResult> {
@@ -447,6 +496,11 @@ function isolationOf(params: StartParams): IsolationRequest | undefined {
     ...(params.includeUncommitted !== undefined && { includeUncommitted: params.includeUncommitted }),
     ...(params.cleanup !== undefined && { cleanup: params.cleanup }),
   };
+}
+
+/** Not `performance.now()`: that global loads node:perf_hooks at start (ops/idle-memory.ts). */
+function monotonicMs(): number {
+  return Number(process.hrtime.bigint()) / 1e6;
 }
 
 const NO_LEASE: Lease = { release: () => undefined };

@@ -21,6 +21,7 @@
  * one request's state and decide together when a step has failed; the message conversion already
  * lives apart (chat-messages.ts).
  */
+import { endpointOrigin, reportModelRequest } from '../../telemetry/model-requests.js';
 import type OpenAI from 'openai';
 import type {
   ChatCompletionChunk,
@@ -372,6 +373,7 @@ export function createOpenAICompatibleAdapter(options: OpenAICompatibleOptions):
     ...(options.headers !== undefined ? { defaultHeaders: { ...options.headers } } : {}),
   });
   let client: OpenAI | undefined;
+  const endpoint = endpointOrigin(options.baseUrl);
 
   async function step(request: ModelStepRequest): Promise<ModelStep> {
     if (request.signal.aborted) throw new ModelError('aborted', 'the step was aborted before it started');
@@ -424,11 +426,14 @@ export function createOpenAICompatibleAdapter(options: OpenAICompatibleOptions):
         const state: AttemptState = { gotData: false };
         try {
           armIdle();
-          return await streamOnce(client, body, encoded, controller.signal, state, armIdle, request.onDelta, request.maxTextBytes);
+          const done = await streamOnce(client, body, encoded, controller.signal, state, armIdle, request.onDelta, request.maxTextBytes);
+          reportModelRequest(endpoint, 200);
+          return done;
         } catch (err) {
           disarmIdle();
           if (controller.signal.aborted) throw controller.signal.reason;
           const classified = classify(err, state, options.baseUrl, sdk);
+          reportModelRequest(endpoint, classified.error.status ?? 'error');
           if (!classified.retryable || retry >= maxRetries) throw classified.error;
           const delayMs = Math.round(retryDelayMs(retry, classified.retryAfterMs, retryBaseDelayMs, retryMaxDelayMs));
           announceRetry(request.onRetry, retry, delayMs, classified.error);
