@@ -61,6 +61,22 @@ export async function daemonCommand(argv: string[]): Promise<number> {
   const delegation = settings.config.delegation
     ? new (await import('../daemon/service/delegation.js')).Delegation(settings.config.delegation)
     : undefined;
+  // With `tools.shell`, the sandbox is settled now: no working bwrap and no explicit
+  // `tools.shellUnsandboxed` means no daemon (the sandbox module loads only here).
+  const tools = settings.config.tools;
+  const shellLauncher = tools?.shell
+    ? await (await import('../daemon/sandbox/shell-launcher.js')).prepareShell(
+        { unsandboxed: tools.shellUnsandboxed ?? false, readOnly: tools.shellReadOnly ?? [], network: tools.shellNetwork ?? false },
+        {
+          stateDir: settings.stateDir,
+          socket: settings.socket,
+          env,
+          envFile: reloadable.envFile,
+          ...(settings.configPath !== undefined && { configPath: settings.configPath }),
+          ...(settings.config.tcp && { tcpTokenFile: settings.config.tcp.tokenFile }),
+        },
+      )
+    : undefined;
   const [spawnProvider, forkProvider] = createBuiltinProviders(
     { ...settings.config, providers: [] },
     settings.stateDir,
@@ -68,6 +84,7 @@ export async function daemonCommand(argv: string[]): Promise<number> {
     env,
     reloadable.resolveModel,
     delegation,
+    shellLauncher,
   );
   const providers = [
     spawnProvider!,
@@ -124,6 +141,7 @@ export async function daemonCommand(argv: string[]): Promise<number> {
       // Until a start can be sent to a member that has the repository (cluster workspace affinity).
       ...(cluster && { refusal: 'isolation "worktree" is not available in cluster mode yet: a member may not have the repository of the parent\'s cwd' }),
     },
+    ...(shellLauncher && { shell: shellLauncher.mode }),
   });
   // In a cluster the ACP providers (configured or reloaded) join the pool like the others.
   reloadable.attach(daemon.service.registry, cluster && ((provider) => cluster.adopt(provider)));

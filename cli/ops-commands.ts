@@ -88,6 +88,7 @@ export async function statusCommand(settings: CommonSettings): Promise<number> {
           ['runs', `starting ${runs.starting}  running ${runs.running}  settled ${runs.settled}  disposed ${runs.disposed}`],
           ['queue', `${admission.queued} waiting; limits ${admission.limits.maxConcurrentRuns} runs, ${admission.limits.maxRunsPerConnection} per connection, ${admission.limits.maxQueued} queued`],
           ['providers', status.providers.join(', ')],
+          ...(status.shell ? [['shell', status.shell === 'unsandboxed' ? 'unsandboxed (tools.shellUnsandboxed: commands see everything the daemon sees)' : 'sandboxed (bubblewrap)']] : []),
           ...settingsRows(status),
           ['memory', `rss ${bytes(status.memory.rss)}  heap ${bytes(status.memory.heapUsed)}`],
           ...spinRow(status),

@@ -35,6 +35,7 @@ export const {
   readSync,
   readdirSync,
   readlinkSync,
+  realpathSync,
   renameSync,
   rmSync,
   statSync,

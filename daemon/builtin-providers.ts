@@ -6,6 +6,7 @@ import type { DaemonConfig } from './config.js';
 import { stateFiles } from './ops/paths.js';
 import type { DaemonProvider } from './provider.js';
 import type { Delegation } from './service/delegation.js';
+import type { ShellLauncher } from './sandbox/shell-launcher.js';
 import { createAcpProvider } from './providers/acp/index.js';
 import { AgentGroups, agentGroupsDir } from './providers/acp/agent-groups.js';
 import { createForkProvider, createSpawnProvider, type InProcessProviderOptions } from './providers/in-process/index.js';
@@ -18,6 +19,8 @@ export function createBuiltinProviders(
   /** The model resolver in force (a reloadable daemon passes its own; see reload.ts). */
   resolveModel: ModelResolver = createModelResolver(config.model, env),
   delegation?: Delegation,
+  /** How `run_shell` starts commands, chosen at daemon start (sandbox/shell-launcher.ts); default: the sandbox, probed lazily. */
+  shellLauncher?: ShellLauncher,
 ): DaemonProvider[] {
   const inProcess: InProcessProviderOptions = {
     sessionsDir: stateFiles(stateDir).sessions,
@@ -27,6 +30,7 @@ export function createBuiltinProviders(
       shell: config.tools?.shell ?? false,
       ...(config.tools?.shellTimeoutMs !== undefined && { shellTimeoutMs: config.tools.shellTimeoutMs }),
       ...(config.tools?.shellNetwork !== undefined && { shellNetwork: config.tools.shellNetwork }),
+      ...(shellLauncher && { shellLauncher }),
     },
     log,
     ...(config.persona !== undefined && { defaultPersona: config.persona }),

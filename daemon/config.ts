@@ -34,7 +34,16 @@ export interface DaemonConfig {
     readonly stepTimeoutMs?: number;
     readonly maxRetries?: number;
   };
-  readonly tools?: { readonly write?: boolean; readonly shell?: boolean; readonly shellTimeoutMs?: number; readonly shellNetwork?: boolean };
+  readonly tools?: {
+    readonly write?: boolean;
+    readonly shell?: boolean;
+    readonly shellTimeoutMs?: number;
+    readonly shellNetwork?: boolean;
+    /** Run `run_shell` without the bubblewrap sandbox: the only way to offer it where bwrap cannot work. */
+    readonly shellUnsandboxed?: boolean;
+    /** Extra folders or files a sandboxed command may read (relative to the config file's folder). */
+    readonly shellReadOnly?: string[];
+  };
   readonly persona?: string;
   readonly personaVars?: Record<string, string>;
   readonly maxSteps?: number;
@@ -136,7 +145,14 @@ const schema = {
     tools: {
       type: 'object',
       additionalProperties: false,
-      properties: { write: { type: 'boolean' }, shell: { type: 'boolean' }, shellTimeoutMs: positiveInt, shellNetwork: { type: 'boolean' } },
+      properties: {
+        write: { type: 'boolean' },
+        shell: { type: 'boolean' },
+        shellTimeoutMs: positiveInt,
+        shellNetwork: { type: 'boolean' },
+        shellUnsandboxed: { type: 'boolean' },
+        shellReadOnly: { type: 'array', maxItems: 256, items: { type: 'string', minLength: 1 } },
+      },
     },
     limits: {
       type: 'object',
@@ -279,5 +295,6 @@ export function parseConfig(value: unknown, origin = 'config'): DaemonConfig {
     ...(value.stateDir && { stateDir: abs(value.stateDir) }),
     ...(value.socket && { socket: abs(value.socket) }),
     ...(value.tcp && { tcp: { ...value.tcp, tokenFile: abs(value.tcp.tokenFile) } }),
+    ...(value.tools?.shellReadOnly && { tools: { ...value.tools, shellReadOnly: value.tools.shellReadOnly.map(abs) } }),
   };
 }

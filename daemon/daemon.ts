@@ -87,6 +87,8 @@ export interface DaemonOptions {
   readonly delegation?: Delegation;
   /** Worktree isolation's settings (config `worktrees`; see worktrees/isolating-provider.ts). */
   readonly worktrees?: Omit<IsolationOptions, 'shuttingDown' | 'stateWorktrees'>;
+  /** How `run_shell` runs, for status; absent when the shell tool is off. */
+  readonly shell?: 'sandboxed' | 'unsandboxed';
 }
 
 export interface TcpListenOptions {
@@ -231,6 +233,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
     memory: { rss: process.memoryUsage.rss(), heapUsed: process.memoryUsage().heapUsed },
     ...(spin && { pollSpin: { windowMicros: pollSpinMicros, ...spin.stats } }),
     ...(options.settingsStatus && { config: options.settingsStatus() }),
+    ...(options.shell && { shell: options.shell }),
     ...degraded(),
   });
   const degraded = (): Pick<StatusResult, 'degraded'> => {

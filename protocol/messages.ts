@@ -413,6 +413,8 @@ export const StatusRequest = defineRequest(
       ),
       /** The config file and environment in force (no secrets); absent for an embedded daemon. */
       config: settingsStatus,
+      /** How `run_shell` runs: in the bubblewrap sandbox, or unsandboxed by `tools.shellUnsandboxed`; absent when the shell tool is off. */
+      shell: oneOfValues(['sandboxed', 'unsandboxed']),
       /**
        * Present while the state dir cannot be written (full or read-only disk): the daemon still
        * answers, but refuses runs it cannot record. `reason` names each file and its errno.

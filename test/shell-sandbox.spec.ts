@@ -2,14 +2,15 @@
  * `run_shell` in the bubblewrap sandbox: the workspace is writable, the rest of the filesystem
  * is not, the network is off unless the policy allows it, and the daemon's processes are out of
  * sight. Under CI=true a missing (or unusable) bwrap fails this file: CI must test the sandbox.
- * Elsewhere, without bwrap, it checks the fallback says it is not sandboxed.
+ * Elsewhere, without bwrap, it checks that the command is refused rather than run unsandboxed.
  */
 import { existsSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { findWorkingBwrap } from '../daemon/agent/tools/shell-sandbox.js';
+import { findWorkingBwrap } from '../daemon/sandbox/bwrap.js';
+import { sandboxArgs, SandboxRefusal, type SandboxView } from '../daemon/sandbox/sandbox-view.js';
 import { ToolRegistry } from '../daemon/agent/tools/tool-registry.js';
 import { workspaceTools } from '../daemon/agent/tools/workspace-tools.js';
 import { Workspace } from '../daemon/workspace/workspace.js';
@@ -52,7 +53,7 @@ describe('run_shell sandbox', () => {
     const outside = await tempDir('sandbox-out-');
     const { root, run } = await shell(false);
     if (bwrap === undefined) {
-      expect((await run('true')).text).toMatch(/not sandboxed/);
+      expect((await run('true')).text).toMatch(/run_shell refused: tools.shell needs the bubblewrap sandbox/);
       return;
     }
     process.env['SUBAGENTD_SANDBOX_SECRET'] = 'daemon-secret';
@@ -81,5 +82,34 @@ describe('run_shell sandbox', () => {
     const { run } = await shell(true);
     const out = await run(`${await connectCommand()}; echo "net=$?"`);
     expect(out.text.split('\n')).toContain('net=0');
+  });
+});
+
+describe('the view around a workspace inside a hidden folder', () => {
+  /** Runs `command` in the sandbox of `view` with `workspace`; its stdout, or the refusal. */
+  async function inView(view: SandboxView, workspace: string, command: string): Promise<string> {
+    const { spawnSync } = await import('node:child_process');
+    const args = sandboxArgs(view, workspace);
+    const result = spawnSync(bwrap!, [...args, '--', '/bin/sh', '-c', command], { encoding: 'utf8', timeout: 20_000 });
+    return `${result.stdout}${result.stderr}`;
+  }
+
+  it('shows a worktree under the state dir, and nothing else of the state dir; refuses any other workspace in it', async () => {
+    expect(bwrap).toBeDefined();
+    const stateDir = await tempDir('sandbox-state-');
+    const readOnly = await tempDir('sandbox-ro-');
+    await mkdir(join(stateDir, 'worktrees', 'w1'), { recursive: true });
+    await mkdir(join(stateDir, 'sessions'));
+    await writeFile(join(stateDir, 'daemon.env'), 'KEY=state-secret\n');
+    // The state dir made visible on purpose (a read-only path holding it): the mask still wins.
+    const view: SandboxView = { readOnly: [stateDir, readOnly], hidden: [stateDir], network: false, workspaceAreas: [join(stateDir, 'worktrees')] };
+    const workspace = join(stateDir, 'worktrees', 'w1');
+    const out = await inView(view, workspace, `echo made > made.txt; cat ${stateDir}/daemon.env; ls -a ${stateDir}; echo end`);
+    expect(await readFile(join(workspace, 'made.txt'), 'utf8')).toBe('made\n');
+    expect(out).not.toContain('state-secret');
+    expect(out).not.toContain('sessions');
+    expect(out).toContain('end');
+    expect(() => sandboxArgs(view, join(stateDir, 'sessions'))).toThrow(SandboxRefusal);
+    expect(() => sandboxArgs(view, join(stateDir, 'worktrees'))).toThrow(/lies inside/);
   });
 });

@@ -51,7 +51,8 @@ export class DaemonSettings {
   private loadedAt = isoTime();
   private envFileLoaded = false;
   private readonly startConfig: DaemonConfig;
-  private readonly envFile: string;
+  /** The environment file (it may hold API keys: the shell sandbox hides it). */
+  readonly envFile: string;
   private unregisterAcp: Array<() => void> = [];
   private acp: DaemonProvider[] = [];
   private registry: ProviderRegistry | undefined;

@@ -1,29 +1,31 @@
 /**
  * `run_shell`, offered only when the policy enables it. The command runs in the workspace root
  * with an environment built from the start request's `env` alone (plus a minimal PATH): the
- * daemon's own environment, which may hold credentials, never reaches it. When bubblewrap is
- * installed the command runs in its sandbox (shell-sandbox.ts: only the workspace writable, no
- * network unless the policy allows it). The whole process group is killed on timeout or
- * cancellation.
+ * daemon's own environment, which may hold credentials, never reaches it. The command runs in
+ * the bubblewrap sandbox (daemon/sandbox/: an allowlisted view with only the workspace writable and
+ * nothing of the daemon visible, no network unless the policy allows it), unless the operator chose
+ * `tools.shellUnsandboxed`. The whole process group is killed on timeout or cancellation.
  */
 import { spawn } from 'node:child_process';
 import type { Workspace } from '../../workspace/workspace.js';
-import { findWorkingBwrap, shellLaunch, type ShellLaunch } from './shell-sandbox.js';
+import { lazySandbox, type ShellLauncher, type ShellLaunch } from '../../sandbox/shell-launcher.js';
 import { textOutcome, type AgentTool, type ToolOutcome } from './tool.js';
 
 export const DEFAULT_SHELL_TIMEOUT_MS = 60_000;
 const MINIMAL_PATH = '/usr/local/bin:/usr/bin:/bin';
 const MAX_STREAM_BYTES = 64 * 1024;
 
-/** Looked for once per daemon: whether bwrap works here does not change while it runs. */
-let bwrapFound: Promise<string | undefined> | undefined;
+/** For tools made without a launcher (an embedded daemon): one lazily probed sandbox per network setting. */
+const lazyLaunchers = new Map<boolean, ShellLauncher>();
 
 export function runShellTool(
   root: Workspace,
   env: Readonly<Record<string, string>>,
   maxTimeoutMs = DEFAULT_SHELL_TIMEOUT_MS,
   network = false,
+  launcher?: ShellLauncher,
 ): AgentTool {
+  const shell = launcher ?? lazyLaunchers.get(network) ?? lazyLaunchers.set(network, lazySandbox(network)).get(network)!;
   return {
     name: 'run_shell',
     description: `Run a command with /bin/sh in the workspace root. Output is capped at ${MAX_STREAM_BYTES / 1024} KiB per stream; the command is killed after timeoutMs (at most ${maxTimeoutMs} ms).`,
@@ -39,8 +41,12 @@ export function runShellTool(
     async execute(args, ctx) {
       const { command, timeoutMs } = args as { command: string; timeoutMs?: number };
       const limit = Math.min(timeoutMs ?? maxTimeoutMs, maxTimeoutMs);
-      bwrapFound ??= findWorkingBwrap();
-      const launch = shellLaunch(command, root.real, await bwrapFound, network);
+      let launch: ShellLaunch;
+      try {
+        launch = await shell.launch(command, root.real);
+      } catch (error) {
+        return textOutcome(`run_shell refused: ${error instanceof Error ? error.message : String(error)}`, true);
+      }
       return runCommand(launch, root.real, { PATH: MINIMAL_PATH, ...env }, limit, ctx.signal);
     },
   };
@@ -75,7 +81,7 @@ function runCommand(
     const finish = (headline: string, isError: boolean): void => {
       clearTimeout(timer);
       signal.removeEventListener('abort', onAbort);
-      const where = launch.sandboxed ? 'sandboxed: only the workspace is writable' : 'not sandboxed';
+      const where = launch.sandboxed ? 'sandboxed: only the workspace is writable' : 'not sandboxed: tools.shellUnsandboxed';
       const text = `${headline} (${where})\n--- stdout ---\n${stdout.text()}\n--- stderr ---\n${stderr.text()}`;
       resolve(textOutcome(text, isError));
     };

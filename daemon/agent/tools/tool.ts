@@ -20,6 +20,8 @@ export interface AgentTool {
   execute(args: unknown, ctx: ToolContext): Promise<ToolOutcome>;
 }
 
+import type { ShellLauncher } from '../../sandbox/shell-launcher.js';
+
 /** Which built-in workspace tools may change the world. Both default to off. */
 export interface ToolPolicy {
   readonly write: boolean;
@@ -28,6 +30,8 @@ export interface ToolPolicy {
   readonly shellTimeoutMs?: number;
   /** Whether a sandboxed `run_shell` may use the network (default: no network). */
   readonly shellNetwork?: boolean;
+  /** How commands start (daemon/sandbox/shell-launcher.ts); default: the sandbox, bwrap probed at first use. */
+  readonly shellLauncher?: ShellLauncher;
 }
 
 export function textOutcome(text: string, isError = false): ToolOutcome {

@@ -11,6 +11,6 @@ export const BUILTIN_TOOL_NAMES = ['read_file', 'list_directory', 'search_text',
 export function workspaceTools(root: Workspace, policy: ToolPolicy, env: Readonly<Record<string, string>>): AgentTool[] {
   const tools = [readFileTool(root), listDirectoryTool(root), searchTextTool(root)];
   if (policy.write) tools.push(writeFileTool(root), editFileTool(root));
-  if (policy.shell) tools.push(runShellTool(root, env, policy.shellTimeoutMs, policy.shellNetwork ?? false));
+  if (policy.shell) tools.push(runShellTool(root, env, policy.shellTimeoutMs, policy.shellNetwork ?? false, policy.shellLauncher));
   return tools;
 }
