@@ -2,7 +2,8 @@
  * The shape of a `subagentd` command and everything derived from the table of them: argument
  * parsing, the usage text, per-command help and shell completion all read the same entries, so a
  * command's flags are declared once. Rules: a flag not declared for a command, a missing value or
- * a missing operand is a UsageError (exit 2) worded for people, never node's raw parseArgs text.
+ * a missing operand, or a value outside a flag's `choices`, is a UsageError (exit 2) worded for
+ * people, never node's raw parseArgs text.
  */
 import { parseArgs } from '../common/node-builtins.js';
 import { COMMON_FLAGS, commonSettings, parseOptions, type CommonSettings, type FlagSpec, type FlagSpecs } from './options.js';
@@ -42,8 +43,22 @@ export function parseCommand(spec: CommandSpec, argv: string[]): CommandInput {
   } catch (error) {
     throw new UsageError(explainParseError(spec, error as Error & { code?: string }));
   }
+  checkChoices(spec, parsed.values);
   let settings: CommonSettings | undefined;
   return { argv, ...parsed, settings: () => (settings ??= commonSettings(parsed.values)) };
+}
+
+/** A flag with a closed set of values is checked here, so a wrong one names the choices, not a daemon method. */
+function checkChoices(spec: CommandSpec, values: CommandInput['values']): void {
+  for (const [name, flag] of Object.entries(options(spec))) {
+    const given = values[name];
+    if (!flag.choices || given === undefined || typeof given === 'boolean') continue;
+    for (const value of Array.isArray(given) ? given : [given]) {
+      if (!flag.choices.includes(value)) {
+        throw new UsageError(`--${name} must be one of ${flag.choices.join(', ')} (got ${JSON.stringify(value)}); see \`subagentd help ${spec.name}\``);
+      }
+    }
+  }
 }
 
 function explainParseError(spec: CommandSpec, error: Error & { code?: string }): string {

@@ -5,6 +5,7 @@
  * completion are generated from the table (see command-table.ts). Entered from main.ts.
  */
 import { DAEMON_FLAGS } from './options.js';
+import { RUN_STATES } from '../protocol/run-states.js';
 import { packageVersion } from '../common/package-info.js';
 import { commandHelp, parseCommand, usage, UsageError, type CommandInput, type CommandSpec } from './command-table.js';
 import { completionScript, SHELLS } from './completion.js';
@@ -56,7 +57,7 @@ const faceOptions = (values: CommandInput['values']): { providers: string[]; mod
 
 const TIMEOUT = { type: 'string', value: 'S', help: 'seconds to wait for running children (default 30)' } as const;
 
-const COMMANDS: readonly CommandSpec[] = [
+export const COMMANDS: readonly CommandSpec[] = [
   {
     name: 'run',
     operands: 'PROMPT',
@@ -147,7 +148,7 @@ const COMMANDS: readonly CommandSpec[] = [
     name: 'runs',
     summary: 'runs, live and recorded',
     flags: {
-      state: { type: 'string', value: 'S', choices: ['starting', 'running', 'settled', 'disposed', 'interrupted'], help: 'only runs in this state' },
+      state: { type: 'string', value: 'S', choices: RUN_STATES, help: 'only runs in this state' },
       provider: { type: 'string', value: 'P', help: 'only runs of this provider' },
       since: { type: 'string', value: 'ISO', help: 'only runs started at or after this time (ISO 8601)' },
       limit: { type: 'string', value: 'N', help: 'at most N runs, newest first (default 100)' },

@@ -7,6 +7,7 @@ import { ConfigError } from '../daemon/config.js';
 import { StartupError } from '../daemon/ops/startup-error.js';
 import { SubagentError } from '../protocol/index.js';
 import { UsageError } from './command-table.js';
+import { inCliWords } from '../common/model-words.js';
 
 export interface ErrorReport {
   readonly code: string;
@@ -17,7 +18,8 @@ export interface ErrorReport {
 export function describeError(error: unknown): { report: ErrorReport; known: boolean } {
   if (error instanceof UsageError) return { report: { code: 'USAGE', message: error.message }, known: true };
   if (error instanceof SubagentError) {
-    return { report: { ...error.details, ...extraDetails(error), code: error.code, message: error.message }, known: true };
+    // The daemon words options as the library names them; here the user knows the CLI's flags.
+    return { report: { ...error.details, ...extraDetails(error), code: error.code, message: inCliWords(error.message) }, known: true };
   }
   if (error instanceof ConfigError) return { report: { code: 'CONFIG', message: error.message }, known: true };
   if (error instanceof StartupError) return { report: { code: 'STARTUP', message: error.message }, known: true };

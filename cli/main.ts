@@ -4,8 +4,9 @@
  * Node's compile cache before any other module of ours loads, except for the daemon, which turns
  * it on once it is up (daemon-command.ts says why) and holds V8's optimizing compiler until it
  * serves (startup-compiler.ts); then it runs the command line (commands.ts). Each command's own
- * code loads only when that command runs.
+ * code loads only when that command runs. A Node older than the supported one is refused first.
  */
+import './require-node.js'; // first: an old Node is refused before anything else runs
 import { enableCompileCache } from './compile-cache.js';
 import { holdOptimizingCompiler } from './startup-compiler.js';
 

@@ -1,7 +1,8 @@
-/** The ops commands: start, stop, restart, status, runs, inspect, logs. */
+/** The ops commands: start, stop, restart, status, runs, inspect, logs (`runs` and `inspect` also without a daemon). */
 import { existsSync, readFileSync, statSync, watchFile, unwatchFile, openSync, readSync, closeSync } from 'node:fs';
 import type { SessionEvent, SessionHeader } from '../protocol/index.js';
-import { SubagentError, type RunInfo, type RunState, type StatusResult } from '../protocol/index.js';
+import { SubagentError, type RunInfo, type RunsListResult, type RunState, type StatusResult } from '../protocol/index.js';
+import type { RemoteSubagentService } from '../client/index.js';
 import { ConfigError } from '../daemon/config.js';
 import { ensureDaemon } from '../client/auto-start.js';
 import { stopDaemon, type StopOutcome } from '../client/stop-daemon.js';
@@ -190,23 +191,44 @@ export async function runsCommand(
   settings: CommonSettings,
   filter: { state?: string; provider?: string; since?: string; limit: number; cursor?: string },
 ): Promise<number> {
-  const client = await openClient(settings, { autoStart: false });
+  const params = {
+    ...(filter.state !== undefined && { state: filter.state as RunState }),
+    ...(filter.provider !== undefined && { provider: filter.provider }),
+    ...(filter.cursor !== undefined && { cursor: filter.cursor }),
+    ...(filter.since !== undefined && { since: filter.since }),
+    limit: filter.limit,
+  };
+  const client = await clientOrOffline(settings);
+  let page: RunsListResult;
+  if (client) {
+    try {
+      page = await client.ops.runsPage(params);
+    } finally {
+      await client.close();
+    }
+  } else {
+    page = await (await import('./offline-state.js')).offlineRuns(settings.stateDir, params);
+  }
+  const { runs, nextCursor } = page;
+  if (settings.json) print(JSON.stringify(runs, null, 2));
+  else if (runs.length === 0) print('no runs');
+  else print(table(RUN_COLUMNS, runs.map(row)));
+  // On stderr, so stdout stays one table (or one JSON array) per page.
+  if (nextCursor !== undefined) process.stderr.write(`more runs: subagentd runs --cursor ${nextCursor}\n`);
+  return 0;
+}
+
+/**
+ * The daemon, or undefined when none runs: `runs` and `inspect` then read the state dir
+ * themselves (offline-state.ts), saying so on stderr.
+ */
+async function clientOrOffline(settings: CommonSettings): Promise<RemoteSubagentService | undefined> {
   try {
-    const { runs, nextCursor } = await client.ops.runsPage({
-      ...(filter.state !== undefined && { state: filter.state as RunState }),
-      ...(filter.provider !== undefined && { provider: filter.provider }),
-      ...(filter.cursor !== undefined && { cursor: filter.cursor }),
-      ...(filter.since !== undefined && { since: filter.since }),
-      limit: filter.limit,
-    });
-    if (settings.json) print(JSON.stringify(runs, null, 2));
-    else if (runs.length === 0) print('no runs');
-    else print(table(RUN_COLUMNS, runs.map(row)));
-    // On stderr, so stdout stays one table (or one JSON array) per page.
-    if (nextCursor !== undefined) process.stderr.write(`more runs: subagentd runs --cursor ${nextCursor}\n`);
-    return 0;
-  } finally {
-    await client.close();
+    return await openClient(settings, { autoStart: false });
+  } catch (error) {
+    if (!(error instanceof SubagentError && error.code === 'DAEMON_UNAVAILABLE')) throw error;
+    process.stderr.write(`${(await import('./offline-state.js')).offlineNotice(settings.stateDir)}\n`);
+    return undefined;
   }
 }
 
@@ -223,7 +245,16 @@ const row = (r: RunInfo): string[] => [
 ];
 
 export async function inspectCommand(settings: CommonSettings, runId: string, follow: boolean): Promise<number> {
-  const client = await openClient(settings, { autoStart: false });
+  const client = await clientOrOffline(settings);
+  if (!client) {
+    const { run, session } = await (await import('./offline-state.js')).offlineRun(settings.stateDir, runId);
+    if (settings.json) print(JSON.stringify({ run, ...session }, null, 2));
+    else {
+      print(table(RUN_COLUMNS, [row(run)]));
+      if (session) print([describeHeader(session.header), ...session.events.map(describeEvent)].join('\n'));
+    }
+    return 0;
+  }
   try {
     let shown = 0;
     for (;;) {

@@ -47,20 +47,20 @@ function readSchema(file: string): ObjectJsonSchema {
   }
 }
 
-/** Progress for a person watching: what the child says, which tools it uses, and model retries. */
+/**
+ * Progress without a terminal (piped, logged): one line per thing the child does — its tool calls,
+ * their results, model retries, and that it is writing its answer. The answer's text itself goes
+ * to stdout once, at the end, never also here.
+ */
 function progressPrinter(): (event: RunEvent) => void {
-  let midLine = false;
-  const write = (text: string): void => void process.stderr.write(text);
-  const line = (text: string): void => {
-    if (midLine) write('\n');
-    midLine = false;
-    write(`${text}\n`);
-  };
+  let writing = false;
+  const line = (text: string): void => void process.stderr.write(`${text}\n`);
   return (event) => {
     if (event.kind === 'text-delta') {
-      write(event.text);
-      midLine = !event.text.endsWith('\n');
+      if (!writing) line('  · writing the answer');
+      writing = true;
     } else if (event.kind === 'session') {
+      writing = false;
       const e = event.event;
       if (e.type === 'assistant/message') for (const call of e.toolCalls ?? []) line(`  → ${call.name} ${call.arguments}`);
       else if (e.type === 'tool/result') line(`  ← ${e.name}${e.isError ? ' failed' : ''}`);
@@ -189,7 +189,6 @@ async function delegate(settings: CommonSettings, options: RunCommandOptions, li
         })}\n`,
       );
     } else {
-      if (!options.quiet && !line) process.stderr.write('\n');
       line?.clear();
       if (result.structured !== undefined) process.stdout.write(`${JSON.stringify(result.structured, null, 2)}\n`);
       else process.stdout.write(`${text}\n`);

@@ -31,7 +31,8 @@ import { LocalLedger } from './store/local-ledger.js';
 import type { RunLedger } from './store/run-ledger.js';
 import { agentGroupsDir, reapAgentGroups } from './providers/acp/agent-groups.js';
 import { acquireStateLock } from './ops/state-lock.js';
-import { startupFailure } from './ops/startup-error.js';
+import { StartupError, startupFailure } from './ops/startup-error.js';
+import { nodeVersionProblem } from '../common/node-version.js';
 import { RunIndex } from './store/run-index.js';
 import { StateFaults } from './store/state-faults.js';
 import { DEFAULT_RUN_RETENTION, DEFAULT_SESSION_RETENTION, pruneRuns, type RetentionLimits } from './store/run-retention.js';
@@ -131,6 +132,9 @@ export interface Daemon {
 }
 
 export function createDaemon(options: DaemonOptions): Daemon {
+  // The CLI refuses an old Node at its first line; an embedder reaches this one.
+  const oldNode = nodeVersionProblem();
+  if (oldNode !== undefined) throw new StartupError(oldNode);
   prepareStateDir(options.stateDir);
   const files = stateFiles(options.stateDir);
   const releaseLock = acquireStateLock(files.lock);

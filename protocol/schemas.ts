@@ -9,6 +9,7 @@
  * They are shared definitions, compiled once and referenced (`$ref`), which keeps each message's
  * validator small.
  */
+import { RUN_STATES } from './run-states.js';
 import {
   anyObject,
   anyValue,
@@ -181,7 +182,7 @@ export const result = seamShaped<SubagentResult>()(
 export const startEventProperties = { runId, provider: nonEmpty(128), id: nonEmpty(256), local: bool };
 export const startEvent = seamShaped<SubagentStartEvent>()(obj(startEventProperties, ['runId', 'provider', 'id', 'local']));
 
-export const runState = oneOfValues(['starting', 'running', 'settled', 'disposed']);
+export const runState = oneOfValues(RUN_STATES);
 export type RunState = Infer<typeof runState>;
 
 /** The daemon executing a run: a cluster member, or the one daemon. `pid` is that daemon's own process. */

@@ -7,6 +7,7 @@ import { statSync } from '../../../common/node-builtins.js';
 import { isAbsolute, resolve } from 'node:path';
 import type { DaemonConfig } from '../../config.js';
 import { endpointFromEnv } from './endpoint-config.js';
+import { PER_START_MODEL } from '../../../common/model-words.js';
 import { ModelError, type ModelAdapter, type ModelResolver } from './model-adapter.js';
 import { createOpenAICompatibleAdapter } from './openai-compatible.js';
 import { createScriptedAdapter, readScript } from './scripted.js';
@@ -15,7 +16,12 @@ const SCRIPTED = 'scripted:';
 
 export const NO_MODEL_HELP =
   'no model is configured. Set DEEPSEEK_API_KEY (DeepSeek, model deepseek-chat), or OPENAI_BASE_URL + OPENAI_API_KEY + ' +
-  'SUBAGENTD_MODEL for any OpenAI-compatible server, or run offline with --model scripted:FILE (see examples/).';
+  `SUBAGENTD_MODEL for any OpenAI-compatible server, or run offline with ${PER_START_MODEL} set to "scripted:/absolute/FILE.json" (see examples/).`;
+
+/** A model named (per start, or as the default) with no server to send it to: say which setting is missing. */
+const noEndpointFor = (name: string): string =>
+  `model ${JSON.stringify(name)} has no endpoint: set OPENAI_BASE_URL (the server's chat-completions base URL, e.g. https://api.openai.com/v1) ` +
+  'and OPENAI_API_KEY, or DEEPSEEK_API_KEY for a DeepSeek model; in the config, model.baseUrl and model.apiKeyEnv do the same.';
 
 /** `howToSet` is appended to messages that ask for a variable (which environment counts, how to change it). */
 export function createModelResolver(config: DaemonConfig['model'] = {}, env: NodeJS.ProcessEnv = process.env, howToSet = ''): ModelResolver {
@@ -33,7 +39,7 @@ export function createModelResolver(config: DaemonConfig['model'] = {}, env: Nod
       apiKey: config.apiKeyEnv ? env[config.apiKeyEnv] : undefined,
       model: name,
     });
-    if (!endpoint) throw new ModelError('config', NO_MODEL_HELP + howToSet);
+    if (!endpoint) throw new ModelError('config', (name?.trim() ? noEndpointFor(name.trim()) : NO_MODEL_HELP) + howToSet);
     const key = `${endpoint.baseUrl}\n${endpoint.apiKey}`;
     let adapter = adapters.get(key);
     if (!adapter) {
