@@ -48,22 +48,24 @@ function readSchema(file: string): ObjectJsonSchema {
 }
 
 /**
- * Progress without a terminal (piped, logged): one line per thing the child does — its tool calls,
- * their results, model retries, and that it is writing its answer. The answer's text itself goes
- * to stdout once, at the end, never also here.
+ * Progress without a terminal (piped, logged): one line per thing the child does — what it says
+ * before its tool calls, the calls, their results, model retries. A step's text is held until
+ * the step ends: a step that calls tools prints it, and the last step's text is the answer, which
+ * goes to stdout once at the end and never also here.
  */
 function progressPrinter(): (event: RunEvent) => void {
-  let writing = false;
+  let said = '';
   const line = (text: string): void => void process.stderr.write(`${text}\n`);
   return (event) => {
-    if (event.kind === 'text-delta') {
-      if (!writing) line('  · writing the answer');
-      writing = true;
-    } else if (event.kind === 'session') {
-      writing = false;
+    if (event.kind === 'text-delta') said += event.text;
+    else if (event.kind === 'session') {
       const e = event.event;
-      if (e.type === 'assistant/message') for (const call of e.toolCalls ?? []) line(`  → ${call.name} ${call.arguments}`);
-      else if (e.type === 'tool/result') line(`  ← ${e.name}${e.isError ? ' failed' : ''}`);
+      if (e.type === 'assistant/message') {
+        const calls = e.toolCalls ?? [];
+        if (calls.length > 0 && said.trim() !== '') line(said.trim());
+        said = '';
+        for (const call of calls) line(`  → ${call.name} ${call.arguments}`);
+      } else if (e.type === 'tool/result') line(`  ← ${e.name}${e.isError ? ' failed' : ''}`);
       else if (e.type === 'turn/end') line(`  · turn ended: ${e.reason}`);
     } else if (event.kind === 'retry') line(`  ! ${describeRetry(event)}`);
   };

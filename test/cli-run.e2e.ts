@@ -50,6 +50,7 @@ describe('subagentd run', () => {
     expect(result.stdout).not.toContain('list_directory');
     // Progress for a person: the child's text, its tool calls and results, the turn's end.
     expect(result.stderr).toContain('Let me look around the repository first.');
+    expect(result.stderr).not.toContain(HELLO_ANSWER); // the answer is on stdout only, never repeated here
     expect(result.stderr).toContain('→ list_directory {"path":"."}');
     expect(result.stderr).toMatch(/← list_directory\n/);
     expect(result.stderr).toMatch(/← read_file\n/); // the sandbox has a README.md: not "failed"
