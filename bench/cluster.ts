@@ -44,6 +44,7 @@ export async function clusterBench(report: Report, cleanup: Cleanup, options: Cl
     'Cluster: members on one NATS server',
     `Closed loop: ${options.clients} clients, ${options.inFlight} runs in flight each, for ${options.durationMs / 1000} s, spread over the members; runs of the fixture echo provider (the scheduling cost only). limits.maxConcurrentRuns ${options.cap}, cluster-wide in the cluster rows. Load at start: ${formatLoad()}.`,
   );
+  const phaseRows: string[][] = [];
   const throughput = new Table('throughput and start→ready', ['setup', 'runs/s', 'vs default', 'start→ready p50 / p99', 'runs executed per member']);
   const single = await loadOn(cleanup, [await daemonProcess(cleanup, { limits: { maxConcurrentRuns: options.cap } })], options);
   throughput.row('single daemon (default, no NATS)', rate(single.perSecond), '1.00', p50p99(summarize(single.ready)), '–');
@@ -56,6 +57,7 @@ export async function clusterBench(report: Report, cleanup: Cleanup, options: Cl
     }
     const measured = await loadOn(cleanup, daemons, options);
     const perMember = await executedPerMember(cleanup, nats.url, daemons);
+    phaseRows.push([`${members} member${members > 1 ? 's' : ''}`, ...(await phasesOf(cleanup, nats.url, measured.samples))]);
     throughput.row(
       `${members} member${members > 1 ? 's' : ''}`,
       rate(measured.perSecond),
@@ -69,6 +71,10 @@ export async function clusterBench(report: Report, cleanup: Cleanup, options: Cl
   }
   throughput.note(`load average at the end: ${formatLoad()}; every member and the NATS server share this machine's CPUs`);
   report.table(throughput);
+  const phases = new Table('where a pooled start→ready goes (p50 of each step, from the run records\' timestamps)', ['setup', 'client → queued', 'queued → claimed', 'claimed → child', 'child → client has it']);
+  for (const row of phaseRows) phases.row(...row);
+  phases.note('queued = the front wrote the record; claimed = a member won it by compare-and-set; child = its child exists (startedAt); the last step is the record\'s trip back and the answer; millisecond clock, one machine');
+  report.table(phases);
 
   const failover = new Table('failover: kill -9 of the executing member, 1 s lease', ['sample', 'kill → resumed elsewhere', 'kill → outcome at the owner']);
   const resumed: number[] = [];
@@ -98,12 +104,20 @@ async function stopProcess(pid: number): Promise<void> {
   if (alive()) process.kill(pid, 'SIGKILL');
 }
 
-async function loadOn(cleanup: Cleanup, daemons: readonly DaemonProcess[], options: ClusterBenchOptions): Promise<{ perSecond: number; ready: number[] }> {
+/** One measured start: its run id, and when (wall clock, ms) it was asked for and answered. */
+interface StartSample {
+  readonly runId: string;
+  readonly askedAt: number;
+  readonly answeredAt: number;
+}
+
+async function loadOn(cleanup: Cleanup, daemons: readonly DaemonProcess[], options: ClusterBenchOptions): Promise<{ perSecond: number; ready: number[]; samples: StartSample[] }> {
   const services: RemoteSubagentService[] = [];
   for (let i = 0; i < options.clients; i++) services.push(await client(cleanup, daemons[i % daemons.length]!.socket, `cluster-${i}`));
   // Warm-up: one run per client.
   await Promise.all(services.map((service) => oneRun(service)));
   const ready: number[] = [];
+  const samples: StartSample[] = [];
   let done = 0;
   const until = performance.now() + options.durationMs;
   const started = performance.now();
@@ -111,23 +125,43 @@ async function loadOn(cleanup: Cleanup, daemons: readonly DaemonProcess[], optio
     services.flatMap((service) =>
       Array.from({ length: options.inFlight }, async () => {
         while (performance.now() < until) {
-          ready.push(await oneRun(service));
+          const sample = await oneRun(service);
+          ready.push(sample.readyMs);
+          samples.push(sample);
           done += 1;
         }
       }),
     ),
   );
-  return { perSecond: done / ((performance.now() - started) / 1000), ready };
+  return { perSecond: done / ((performance.now() - started) / 1000), ready, samples };
 }
 
-/** One run: start (measured to readiness), its result, dispose. Returns start→ready in ms. */
-async function oneRun(service: RemoteSubagentService): Promise<number> {
+/** One run: start (measured to readiness), its result, dispose. */
+async function oneRun(service: RemoteSubagentService): Promise<StartSample & { readyMs: number }> {
+  const askedAt = Date.now();
   const begun = performance.now();
   const run = await service.start('echo', { prompt: [{ type: 'text', text: 'echo hi' }], parent, signal: AbortSignal.timeout(60_000) });
   const readyMs = performance.now() - begun;
+  const answeredAt = Date.now();
   await run.result;
   await run.dispose();
-  return readyMs;
+  return { readyMs, runId: run.id, askedAt, answeredAt };
+}
+
+/** The p50 of each step of the measured starts, read from the pool's records (ISO times, ms). */
+async function phasesOf(cleanup: Cleanup, url: string, samples: readonly StartSample[]): Promise<string[]> {
+  const link = await NatsLink.open(url, { name: 'bench-observer' });
+  cleanup.defer('close the observer link', () => link.close());
+  const records = await RunRecords.open<ClusterRun>(link, clusterNames().recordsBucket);
+  const steps: number[][] = [[], [], [], []];
+  for (const sample of samples) {
+    const record = records.seen(sample.runId)?.record;
+    if (!record?.claimedAt || !record.startedAt) continue;
+    const [queued, claimed, child] = [Date.parse(record.queuedAt), Date.parse(record.claimedAt), Date.parse(record.startedAt)];
+    [queued - sample.askedAt, claimed - queued, child - claimed, sample.answeredAt - child].forEach((value, i) => steps[i]!.push(value));
+  }
+  records.close();
+  return steps.map((values) => (values.length > 0 ? ms(summarize(values).p50) : '–'));
 }
 
 async function executedPerMember(cleanup: Cleanup, url: string, daemons: readonly DaemonProcess[]): Promise<number[]> {

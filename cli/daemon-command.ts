@@ -114,6 +114,8 @@ export async function daemonCommand(argv: string[]): Promise<number> {
             ...(settings.config.cluster?.ackWaitMs !== undefined && { ackWaitMs: settings.config.cluster.ackWaitMs }),
             ...(settings.config.cluster?.slots !== undefined && { slots: settings.config.cluster.slots }),
             ...(settings.config.cluster?.prefix !== undefined && { prefix: settings.config.cluster.prefix }),
+            ...(settings.config.cluster?.workspaces !== undefined && { workspaces: settings.config.cluster.workspaces }),
+            ...(settings.config.cluster?.workspaceWaitMs !== undefined && { workspaceWaitMs: settings.config.cluster.workspaceWaitMs }),
             ...(settings.config.limits?.maxOutputBytes !== undefined && { maxOutputBytes: settings.config.limits.maxOutputBytes }),
           },
           providers,

@@ -77,9 +77,18 @@ export interface DaemonConfig {
    * Join a pool of daemons on a NATS JetStream server (docs/cluster.md): `nats` is its URL,
    * `ackWaitMs` the lease after which a silent member's runs move (default 15 s), `slots` the runs
    * this member executes at once (default limits.maxConcurrentRuns, which is cluster-wide),
-   * `prefix` the pool's stream and bucket names (default `subagentd`).
+   * `prefix` the pool's stream and bucket names (default `subagentd`), `workspaces` the roots of
+   * the workspaces this member serves (default: any cwd that exists here), `workspaceWaitMs` how
+   * long a start waits for a live member serving its workspace (default 10 s).
    */
-  readonly cluster?: { readonly nats: string; readonly ackWaitMs?: number; readonly slots?: number; readonly prefix?: string };
+  readonly cluster?: {
+    readonly nats: string;
+    readonly ackWaitMs?: number;
+    readonly slots?: number;
+    readonly prefix?: string;
+    readonly workspaces?: readonly string[];
+    readonly workspaceWaitMs?: number;
+  };
   /** Stored runs and session logs kept, by age in days and by count (defaults in store/run-retention.ts). */
   readonly retention?: {
     readonly runs?: { readonly maxAgeDays?: number; readonly maxCount?: number };
@@ -216,6 +225,8 @@ const schema = {
         ackWaitMs: { type: 'integer', minimum: 100, maximum: 3_600_000 },
         slots: { type: 'integer', minimum: 0 },
         prefix: { type: 'string', pattern: '^[A-Za-z0-9_-]+$' },
+        workspaces: { type: 'array', items: { type: 'string', pattern: '^/' }, maxItems: 1024 },
+        workspaceWaitMs: { type: 'integer', minimum: 100, maximum: 3_600_000 },
       },
     },
     tcp: {

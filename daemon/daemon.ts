@@ -235,6 +235,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
     shuttingDown: service.isShuttingDown,
     admission: admissionStatus(),
     memory: { rss: process.memoryUsage.rss(), heapUsed: process.memoryUsage().heapUsed },
+    worker: ledger.worker,
     ...(spin && { pollSpin: { windowMicros: pollSpinMicros, ...spin.stats } }),
     ...(options.settingsStatus && { config: options.settingsStatus() }),
     ...(options.shell && { shell: options.shell }),

@@ -37,6 +37,8 @@ export const SUBAGENT_ERROR_CODES = {
   CLUSTER_UNAVAILABLE: -32034,
   /** Cluster mode: a record changed since it was read (compare-and-set on a stale revision). */
   REVISION_CONFLICT: -32035,
+  /** Cluster mode: no live member serves the start's workspace (its cwd, at the parent's repository and commit). */
+  WORKSPACE_UNAVAILABLE: -32036,
   /** The start was cancelled before the child was ready. */
   ABORTED: -32800,
   // Client side only: the daemon went away or stopped answering.

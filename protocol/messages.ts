@@ -65,13 +65,14 @@ import {
   toolFilter,
   toolName,
   usage,
+  workerRef,
 } from './schemas.js';
 import { defineNotification, defineRequest, type ParamsOf, type ResultOf } from './wire-message.js';
 
 export { type DaemonIdentity, type Isolation, type WorktreeCleanup, type ParentRef, type ProgressToken, type ProviderDescriptor, type RunInfo, type RunState, type WorkerRef } from './schemas.js';
 
 /** Semver of the wire. A different major is refused at `initialize`. */
-export const PROTOCOL_VERSION = '1.4.0';
+export const PROTOCOL_VERSION = '1.5.0';
 
 /** Default cap on one inbound frame's body; the header block has its own 8 KiB cap. */
 export const DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024;
@@ -405,6 +406,8 @@ export const StatusRequest = defineRequest(
         true,
       ),
       memory: obj({ rss: figure, heapUsed: figure }, ['rss', 'heapUsed'], true),
+      /** This daemon as run info's `worker` names it; a cluster member's lists the workspaces it serves. */
+      worker: workerRef,
       /** The event loop's polling after client traffic (daemon/connection/poll-spin.ts); absent when it is off. */
       pollSpin: obj(
         { windowMicros: count, windows: count, caught: count, spunMs: figure },

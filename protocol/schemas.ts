@@ -186,7 +186,16 @@ export const runState = oneOfValues(RUN_STATES);
 export type RunState = Infer<typeof runState>;
 
 /** The daemon executing a run: a cluster member, or the one daemon. `pid` is that daemon's own process. */
-export const workerRef = obj({ id: nonEmpty(256), host: str(256), pid: count }, ['id', 'host', 'pid']);
+export const workerRef = obj(
+  {
+    id: nonEmpty(256),
+    host: str(256),
+    pid: count,
+    /** 1.5, cluster members only: the roots of the workspaces the member serves (`/`: any cwd that exists there). */
+    workspaces: arr(str(4096), 1024),
+  },
+  ['id', 'host', 'pid'],
+);
 export type WorkerRef = Infer<typeof workerRef>;
 
 export const runInfo = obj(

@@ -74,15 +74,20 @@ describe('any member answers for any run of the pool', () => {
     const second = viaB.start('spawn', { prompt, parent: { ...parent, sessionId: 'views-other' }, signal: AbortSignal.timeout(30_000) });
     await waitFor(() => [...store.all()].some(({ record }) => record.runId !== first.id && record.state === 'queued'), 10_000, () => 'the second run queued');
 
-    const executor = { id: store.seen(first.id)!.record.worker!.id, host: hostname(), pid: a.proc.pid };
+    // 1.5 adds the member's workspaces (any cwd here: `/`); a 1.3 client's closed WorkerRef is sent without them.
+    const executor = { id: store.seen(first.id)!.record.worker!.id, host: hostname(), pid: a.proc.pid, workspaces: ['/'] };
+    const { workspaces: _workspaces, ...executor13 } = executor;
     for (const socket of [a.socket, b.socket]) {
       const raw = await peer(socket);
       const { runs } = await ask<{ runs: RunInfo[] }>(raw, 'runs/list', {});
       // Only the run holding the slot is running anywhere; the queued one is not listed as running.
       expect(runs.filter((run) => run.state === 'running').map((run) => run.runId)).toEqual([first.id]);
-      expect(runs.find((run) => run.runId === first.id)!.worker).toEqual(executor);
+      expect(runs.find((run) => run.runId === first.id)!.worker).toEqual(executor13);
       const { run } = await ask<{ run: RunInfo }>(raw, 'run/inspect', { runId: first.id });
-      expect(run).toMatchObject({ runId: first.id, state: 'running', mine: false, worker: executor });
+      expect(run).toMatchObject({ runId: first.id, state: 'running', mine: false, worker: executor13 });
+      expect(run.worker).not.toHaveProperty('workspaces');
+      const current = await peer(socket, '1.5.0');
+      expect((await ask<{ run: RunInfo }>(current, 'run/inspect', { runId: first.id })).run.worker).toEqual(executor);
       // A 1.2 client's closed RunInfo has no `worker`: it is not sent one.
       const old = await peer(socket, '1.2.0');
       const oldList = await ask<{ runs: RunInfo[] }>(old, 'runs/list', {});
@@ -115,9 +120,9 @@ describe('any member answers for any run of the pool', () => {
     const store = await records();
     const owner = await clients.connect(a.socket);
     const run = await daemonRun(owner.start('spawn', { prompt, parent, signal: AbortSignal.timeout(30_000) }));
-    const executor = { id: store.seen(run.id)!.record.worker!.id, host: hostname(), pid: a.proc.pid };
+    const executor = { id: store.seen(run.id)!.record.worker!.id, host: hostname(), pid: a.proc.pid, workspaces: ['/'] };
 
-    const onB = await peer(b.socket);
+    const onB = await peer(b.socket, '1.5.0');
     const { runs } = await ask<{ runs: RunInfo[] }>(onB, 'runs/list', {});
     expect(runs).toEqual([expect.objectContaining({ runId: run.id, state: 'running', provider: 'spawn', mine: false, worker: executor })]);
     // Another client, on either member: the record is open to all, the run is not.

@@ -51,6 +51,8 @@ import type { MemberRelay, ReportSink } from './member-relay.js';
 import type { NatsLink } from './nats-link.js';
 import type { ClusterNames } from './names.js';
 import type { ClusterScheduler } from './scheduler.js';
+import type { WorkspaceIdentities } from './workspace.js';
+import { watchWorkspace } from './workspace-survey.js';
 
 export interface FrontContext {
   readonly link: NatsLink;
@@ -63,6 +65,10 @@ export interface FrontContext {
   leaving: () => boolean;
   /** What the stand-in of `provider` on this member offers (its real provider's runtime); undefined for a provider it does not have. */
   runtimeOf(provider: string): DaemonProvider['runtime'] | undefined;
+  /** A start's workspace identity, as this member's filesystem shows the parent's cwd. */
+  readonly workspaces: WorkspaceIdentities;
+  /** How long a queued run waits for a live member that serves its workspace (cluster.workspaceWaitMs). */
+  readonly workspaceWaitMs: number;
 }
 
 export type { ClusterDaemonRun };
@@ -91,6 +97,7 @@ async function submit(provider: string, request: ProviderStartRequest, front: Fr
   request.signal.throwIfAborted();
   const { signal, host, report, progress: _progress, ...rest } = request;
   const queued: QueuedStart = rest;
+  const workspace = await front.workspaces.of(request.parent.cwd);
   const record: ClusterRun = {
     runId: host.runId,
     owner: request.parent.sessionId,
@@ -100,6 +107,7 @@ async function submit(provider: string, request: ProviderStartRequest, front: Fr
     queuedAt: isoTime(),
     request: queued,
     attempt: 0,
+    workspace,
     ...(report && { reports: true }),
   };
   return launch(record, host, signal, report, front, kind);
@@ -156,6 +164,7 @@ async function launch(
   try {
     await front.scheduler.submit(record);
     if (record.pin !== undefined) stopWatching = watchHolder(() => latest, front);
+    else stopWatching = watchWorkspace(() => latest, { link: front.link, names: front.names, records: front.scheduler.records, waitMs: front.workspaceWaitMs });
     await started;
   } catch (error) {
     signal.removeEventListener('abort', onAbort);
@@ -256,6 +265,7 @@ async function queueContinuation(
     attempt: 0,
     resumes: { runId: previous.runId, childId },
     session: sessionKeyOf(previous),
+    ...(previous.workspace && { workspace: previous.workspace }),
     ...(previous.reports && { reports: true }),
     ...(pin !== undefined && { pin }),
   };

@@ -10,6 +10,7 @@
  */
 import { SubagentError, type SubagentErrorCode, type SubagentResult, type WorkerRef } from '../../protocol/index.js';
 import type { ProviderStartRequest } from '../provider.js';
+import type { WorkspaceIdentity } from './workspace.js';
 
 /** A start request as it travels: everything but what lives only in the submitting process. */
 export type QueuedStart = Omit<ProviderStartRequest, 'signal' | 'host' | 'report'>;
@@ -67,6 +68,12 @@ export interface ClusterRun {
    * claimed by compare-and-set before it was queued; `at` is when.
    */
   readonly continuedBy?: { readonly runId: string; readonly at: string };
+  /**
+   * Where the run must execute: the parent's cwd as the front saw it (git top-level, HEAD, origin).
+   * Only a member whose own view of that cwd matches claims it (workspace.ts); a continuation
+   * carries its chain's first identity. Absent on records written before workspaces were checked.
+   */
+  readonly workspace?: WorkspaceIdentity;
   /** Only this member may take the run: it holds the child's agent process (a child that cannot be restored elsewhere). */
   readonly pin?: string;
 }

@@ -41,6 +41,8 @@ import type { Claim, ClusterScheduler } from './scheduler.js';
 import type { Lease } from './slot-queue.js';
 import type { SessionEvents } from './session-events.js';
 import { SessionMirror } from './session-mirror.js';
+import type { WorkspaceGate } from './workspace.js';
+import { answerSurveys } from './workspace-survey.js';
 
 /** What a child taken over is told: another member ran its earlier steps, which are above. */
 export const TAKEOVER_PROMPT =
@@ -64,6 +66,8 @@ export interface ClusterWorkerOptions {
   readonly sessionsDir: string;
   readonly log: Logger;
   readonly maxOutputBytes?: number;
+  /** Which workspaces this member serves: it claims only runs whose workspace it holds (workspace.ts). */
+  readonly gate: WorkspaceGate;
 }
 
 /**
@@ -104,6 +108,7 @@ export class ClusterWorker {
   private loops: Promise<void>[] = [];
   private stopBeating: (() => void) | undefined;
   private unfollowOwners: (() => void) | undefined;
+  private stopAnswering: (() => void) | undefined;
 
   constructor(
     private readonly link: NatsLink,
@@ -120,11 +125,15 @@ export class ClusterWorker {
     this.unfollowOwners = this.scheduler.records.onChange((record) => {
       const execution = this.executing.get(record.runId);
       if (execution && ours(execution, record)) follow(execution, record);
+      // Check a queued run's workspace as soon as it is seen, not when a ticket is held.
+      if (record.state === 'queued' && this.options.slots > 0 && this.options.gate.known(record.workspace) === undefined) void this.options.gate.serves(record.workspace);
     });
     // Back from an outage: heartbeat every ticket held here at once, not at its next tick.
     this.stopBeating = this.link.onChange((online) => {
       if (online) for (const execution of this.executing.values()) if (!execution.lost) execution.lease.beat();
     });
+    // Only a member that executes runs says it serves a workspace.
+    if (this.options.slots > 0) this.stopAnswering = answerSurveys(this.link, this.names, this.options.gate, this.scheduler.worker);
     for (let i = 0; i < this.options.slots; i++) this.loops.push(this.loop());
   }
 
@@ -138,6 +147,7 @@ export class ClusterWorker {
   /** Stops pulling and lets go of every run here; pulls still pending end when the link closes. */
   async close(): Promise<void> {
     this.stop.abort();
+    this.stopAnswering?.();
     this.stopBeating?.();
     this.unfollowOwners?.();
     for (const execution of this.executing.values()) this.letGo(execution, 'the member is stopping');
@@ -152,9 +162,17 @@ export class ClusterWorker {
       }
       // A pin binds a queued continuation to the member holding its child; a pinned run taken
       // over (that member went silent) is claimed like any other, and ends saying it cannot migrate.
+      // A run executes only where its workspace is: the gate's verdict, made ready by `prepare`.
       const me = this.scheduler.worker.id;
-      const canRun = (run: ClusterRun): boolean => this.providers.has(run.provider) && (run.state !== 'queued' || run.pin === undefined || run.pin === me);
-      const claim = await this.scheduler.next(this.stop.signal, canRun).catch((error: unknown) => {
+      const { gate } = this.options;
+      const mayRun = (run: ClusterRun): boolean => this.providers.has(run.provider) && (run.state !== 'queued' || run.pin === undefined || run.pin === me);
+      const canRun = (run: ClusterRun): boolean => mayRun(run) && gate.known(run.workspace) === true;
+      const prepare = async (runs: Iterable<ClusterRun>): Promise<void> => {
+        const checks: Promise<boolean>[] = [];
+        for (const run of runs) if (mayRun(run) && gate.known(run.workspace) === undefined) checks.push(gate.serves(run.workspace));
+        await Promise.all(checks);
+      };
+      const claim = await this.scheduler.next(this.stop.signal, canRun, prepare).catch((error: unknown) => {
         this.options.log.warn({ err: error }, 'cluster: taking a run failed');
         return undefined;
       });

@@ -25,6 +25,8 @@ import { RunRecords } from './run-records.js';
 import { ClusterScheduler } from './scheduler.js';
 import { SessionEvents } from './session-events.js';
 import { DEFAULT_ACK_WAIT_MS, SlotQueue } from './slot-queue.js';
+import { WorkspaceGate, WorkspaceIdentities } from './workspace.js';
+import { DEFAULT_WORKSPACE_WAIT_MS } from './workspace-survey.js';
 
 export interface ClusterOptions {
   /** `nats://host:port` of the shared server. */
@@ -42,6 +44,10 @@ export interface ClusterOptions {
   readonly maxOutputBytes?: number;
   /** This member's id (default: a fresh random one, like a daemon epoch). */
   readonly memberId?: string;
+  /** The roots of the workspaces this member serves (default: any cwd that exists here). */
+  readonly workspaces?: readonly string[];
+  /** How long a start waits for a live member serving its workspace before WORKSPACE_UNAVAILABLE (default 10 s). */
+  readonly workspaceWaitMs?: number;
 }
 
 export class Cluster {
@@ -62,7 +68,8 @@ export class Cluster {
   ) {}
 
   static async join(options: ClusterOptions, providers: readonly DaemonProvider[]): Promise<Cluster> {
-    const worker: WorkerRef = { id: options.memberId ?? randomBytes(9).toString('base64url'), host: hostname(), pid: process.pid };
+    const gate = new WorkspaceGate(options.workspaces);
+    const worker: WorkerRef = { id: options.memberId ?? randomBytes(9).toString('base64url'), host: hostname(), pid: process.pid, workspaces: [...gate.roots] };
     const link = await NatsLink.open(options.url, { name: `subagentd ${worker.id}` });
     try {
       const names = clusterNames(options.prefix);
@@ -79,6 +86,8 @@ export class Cluster {
       const front: FrontContext = {
         leaving: () => false,
         runtimeOf: (provider) => standIns.get(provider)?.runtime,
+        workspaces: new WorkspaceIdentities(),
+        workspaceWaitMs: options.workspaceWaitMs ?? DEFAULT_WORKSPACE_WAIT_MS,
         link,
         names,
         scheduler,
@@ -96,6 +105,7 @@ export class Cluster {
       const local = new Map(providers.map((p) => [p.name, p]));
       const executor = new ClusterWorker(link, names, scheduler, relay, sessions, local, {
         slots: options.slots ?? options.cap,
+        gate,
         sessionsDir: options.sessionsDir,
         log: options.log.child({ cluster: worker.id }),
         ...(options.maxOutputBytes !== undefined && { maxOutputBytes: options.maxOutputBytes }),

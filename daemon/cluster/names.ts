@@ -22,6 +22,8 @@ export interface ClusterNames {
   memberSubject(memberId: string): string;
   /** Core subject the member executing a run listens on: cancel, dispose, interrupt. */
   controlSubject(runId: string): string;
+  /** Core subject every executing member listens on: "who serves this workspace?" (workspace-survey.ts). */
+  readonly workspaceSubject: string;
 }
 
 /** Subject tokens may not contain `.`, `*`, `>` or whitespace; prefixes are checked once here. */
@@ -40,6 +42,7 @@ export function clusterNames(prefix = 'subagentd'): ClusterNames {
     sessionSubject: (runId) => `${prefix}.session.${token(runId)}`,
     memberSubject: (memberId) => `${prefix}.member.${token(memberId)}`,
     controlSubject: (runId) => `${prefix}.control.${token(runId)}`,
+    workspaceSubject: `${prefix}.workspace`,
   };
 }
 

@@ -62,8 +62,12 @@ export class ClusterScheduler {
     return revision;
   }
 
-  /** The next run for this member, or undefined once `signal` aborts. */
-  async next(signal: AbortSignal, canRun: (run: ClusterRun) => boolean = () => true): Promise<Claim | undefined> {
+  /**
+   * The next run for this member, or undefined once `signal` aborts. `prepare` is awaited with
+   * the runs a claim may look at before `canRun` (synchronous) judges them: the worker checks
+   * their workspaces there (workspace.ts), once per identity.
+   */
+  async next(signal: AbortSignal, canRun: (run: ClusterRun) => boolean = () => true, prepare: Prepare = async () => undefined): Promise<Claim | undefined> {
     while (!signal.aborted) {
       const lease = await this.queue.take(PULL_WAIT_MS).catch(() => undefined);
       if (!lease) continue;
@@ -72,13 +76,13 @@ export class ClusterScheduler {
         return undefined;
       }
       // The lease heartbeats from delivery: a claim that fails gives its ticket back, or it would be kept alive for nothing.
-      const claim = await this.claimFor(lease, canRun).catch(() => giveBack(lease));
+      const claim = await this.claimFor(lease, canRun, prepare).catch(() => giveBack(lease));
       if (claim) return claim;
     }
     return undefined;
   }
 
-  private async claimFor(lease: Lease, canRun: (run: ClusterRun) => boolean): Promise<Claim | undefined> {
+  private async claimFor(lease: Lease, canRun: (run: ClusterRun) => boolean, prepare: Prepare): Promise<Claim | undefined> {
     if (lease.runId !== undefined && (await this.surplus(lease.runId))) {
       await lease.ack();
       return undefined;
@@ -92,6 +96,7 @@ export class ClusterScheduler {
           return undefined;
         }
         if (current && current.record.lease === lease.seq) {
+          await prepare([current.record]);
           if (!canRun(current.record)) return giveBack(lease);
           const run: ClusterRun = { ...current.record, worker: this.worker, attempt: current.record.attempt + 1, claimedAt: isoTime() };
           const revision = await this.records.transition(run.runId, run, current.revision).catch(() => undefined);
@@ -100,6 +105,7 @@ export class ClusterScheduler {
         }
       }
     }
+    await prepare(this.queued());
     for (let attempt = 0; attempt < 8; attempt++) {
       const picked = pickFairly(this.candidates(canRun), this.lastServed);
       if (!picked) break;
@@ -115,6 +121,10 @@ export class ClusterScheduler {
       }
     }
     return giveBack(lease);
+  }
+
+  private *queued(): Generator<ClusterRun> {
+    for (const run of this.active.values()) if (run.state === 'queued') yield run;
   }
 
   /** Queued runs this member can run, plus every running one (fairness counts what executes). */
@@ -143,6 +153,8 @@ export class ClusterScheduler {
     return undefined;
   }
 }
+
+export type Prepare = (runs: Iterable<ClusterRun>) => Promise<void>;
 
 function giveBack(lease: Lease): undefined {
   lease.nak(GIVE_BACK_MS);

@@ -154,6 +154,8 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
   private takesRetryEvents = true;
   /** Whether the client's protocol knows RunInfo's `worker` (1.3 and later); its closed schema would refuse it before. */
   private takesWorker = true;
+  /** Whether the client's protocol knows `worker.workspaces` (1.5 and later); WorkerRef was closed before. */
+  private takesWorkspaces = true;
   /** Whether the client takes a start or resume reply as that run's `subagent/start` notice (1.3 and later). */
   private startInReply = true;
   /** Whether the client reads a run's end output from `result` alone (1.4 and later): no `lastAssistantMessage` copy. */
@@ -502,7 +504,7 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
     this.handle(AttachRequest, async ({ runId, runToken, stream }) => this.fitRun(await service.attach(runId, runToken, this, stream)));
     this.handle(RunsListRequest, async (params) => {
       const page = await service.list(this, params);
-      return this.takesWorker ? page : { ...page, runs: page.runs.map(withoutWorker) };
+      return this.takesWorkspaces ? page : { ...page, runs: page.runs.map((run) => this.fitInfo(run)) };
     });
     this.handle(InspectRequest, async ({ runId, runToken }) => this.fitRun(await service.inspect(runId, this, runToken)));
     this.handle(StatusRequest, () => this.ctx.status());
@@ -549,6 +551,7 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
     this.initialized = true;
     this.takesRetryEvents = minorOf(version) >= 1;
     this.takesWorker = minorOf(version) >= 3;
+    this.takesWorkspaces = minorOf(version) >= 5;
     this.startInReply = minorOf(version) >= 3;
     this.endOutputOnce = minorOf(version) >= 4;
     // Batches replace a notification rather than add to one: only a client that said 1.3 or later
@@ -632,7 +635,14 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
 
   /** A reply carrying one run's info, as this client's protocol minor can take it. */
   private fitRun<T extends { run: RunInfo }>(reply: T): T {
-    return this.takesWorker ? reply : { ...reply, run: withoutWorker(reply.run) };
+    return this.takesWorkspaces ? reply : { ...reply, run: this.fitInfo(reply.run) };
+  }
+
+  private fitInfo(run: RunInfo): RunInfo {
+    if (!this.takesWorker) return withoutWorker(run);
+    if (run.worker?.workspaces === undefined) return run;
+    const { workspaces: _workspaces, ...worker } = run.worker;
+    return { ...run, worker };
   }
 
   private toResponseError(method: string, error: unknown): ResponseError<SubagentErrorData> {

@@ -24,6 +24,10 @@ export interface MemberCluster {
   ackWaitMs: number;
   slots?: number | undefined;
   nats?: string | undefined;
+  /** `cluster.workspaces`: the roots this member serves. */
+  workspaces?: string[] | undefined;
+  /** `cluster.workspaceWaitMs`. */
+  workspaceWaitMs?: number | undefined;
 }
 
 export interface ClusterScene {
@@ -82,8 +86,9 @@ export function clusterScene(dirPrefix = 'subagentd-cluster-'): ClusterScene {
     clients,
     link,
     async member(config, cluster, options = {}) {
-      const { ackWaitMs, slots, nats: url = nats().url } = cluster;
-      const daemon = await startDaemon({ ...config, cluster: { nats: url, ackWaitMs, ...(slots !== undefined && { slots }) } }, [], options);
+      const { nats: url = nats().url, ...rest } = cluster;
+      const section = Object.fromEntries(Object.entries({ nats: url, ...rest }).filter(([, value]) => value !== undefined));
+      const daemon = await startDaemon({ ...config, cluster: section }, [], options);
       daemons.push(daemon);
       return daemon;
     },

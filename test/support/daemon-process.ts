@@ -41,6 +41,11 @@ export interface StartOptions {
   readonly nodeArgs?: readonly string[];
   /** The daemon's launch directory. Default: the test runner's. */
   readonly cwd?: string;
+  /**
+   * A command the daemon runs under, e.g. bwrap with its own view of the filesystem: `proc` is
+   * then that command's process, which must end the daemon when it ends (bwrap --die-with-parent).
+   */
+  readonly wrap?: readonly string[];
 }
 
 /**
@@ -76,7 +81,9 @@ async function launch(
   const { dir, socket, stateDir, configPath } = paths;
   const env = daemonEnv(options.env);
   const spawnedAt = Date.now();
-  const proc = spawn(process.execPath, [...(options.nodeArgs ?? []), CLI, 'daemon', '--socket', socket, '--state-dir', stateDir, '--config', configPath, ...extraArgs], {
+  const command = [process.execPath, ...(options.nodeArgs ?? []), CLI, 'daemon', '--socket', socket, '--state-dir', stateDir, '--config', configPath, ...extraArgs];
+  const [file, ...args] = [...(options.wrap ?? []), ...command];
+  const proc = spawn(file!, args, {
     stdio: ['ignore', 'pipe', 'pipe'],
     env,
     ...(options.cwd !== undefined && { cwd: options.cwd }),
