@@ -135,6 +135,13 @@ export const COMMANDS: readonly CommandSpec[] = [
     run: async ({ settings }) => (await opsCommands()).reloadCommand(settings()),
   },
   {
+    name: 'worktrees',
+    operands: '[list|prune|merge RUN]',
+    summary: "isolated children's git worktrees: list them, prune orphans, merge a run's branch",
+    operandChoices: ['list', 'prune', 'merge'],
+    run: async ({ positionals, settings }) => (await import('./worktrees-command.js')).worktreesCommand(settings(), positionals[0], positionals[1]),
+  },
+  {
     name: 'gc',
     summary: 'apply run and session-log retention now (the daemon also does at start and daily)',
     run: async ({ settings }) => (await opsCommands()).gcCommand(settings()),

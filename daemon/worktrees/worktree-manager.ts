@@ -175,6 +175,7 @@ export class WorktreeManager {
     if (!record) return { worktree: false, branch: false };
     const kept = await this.applyCleanup(record);
     if (kept.worktree) this.update(name, { state: 'kept' });
+    else if (kept.branch) this.update(name, { state: 'disposed' });
     else this.records.remove(name);
     return kept;
   }
@@ -235,6 +236,8 @@ export class WorktreeManager {
   async prune(): Promise<Array<{ name: string; runId: string; branchKept: boolean }>> {
     const pruned: Array<{ name: string; runId: string; branchKept: boolean }> = [];
     for (const record of this.records.all()) {
+      // A disposed child's record stays for its branch; once that branch is gone, so is it.
+      if (record.state === 'disposed' && (await branchCommit(record.parentRoot, record.branch).catch(() => undefined)) === undefined) this.records.remove(record.name);
       if (record.state !== 'orphaned') continue;
       // An orphan's own commit never happened: its work is committed now, so the branch holds it.
       const exists = (await listWorktreePaths(record.parentRoot).catch((): string[] => [])).includes(record.path);
@@ -242,7 +245,8 @@ export class WorktreeManager {
       // `keep` keeps the branch whatever it holds; the worktree of an orphan goes in every case.
       const kept = record.cleanup === 'keep' ? await this.removeOnly(record) : await this.applyCleanup(record);
       if (kept.worktree) continue; // uncommitted changes (commit off): left for the user
-      this.records.remove(record.name);
+      if (kept.branch) this.update(record.name, { state: 'disposed' });
+      else this.records.remove(record.name);
       pruned.push({ name: record.name, runId: record.runIds.at(-1) ?? '', branchKept: kept.branch });
     }
     return pruned;

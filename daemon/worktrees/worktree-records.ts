@@ -6,14 +6,16 @@
  *
  * States: `running` (a turn works in it), `settled` (between turns, or done and not yet
  * disposed), `orphaned` (its run was interrupted by a daemon's death: nobody will dispose it),
- * `kept` (disposed, left on disk by its cleanup rule or because it holds uncommitted changes).
- * A record goes away when its worktree does.
+ * `kept` (disposed, left on disk by its cleanup rule or because it holds uncommitted changes),
+ * `disposed` (the worktree removed, its branch kept: `worktrees merge RUN` finds the branch by
+ * it). A record goes away with the last of worktree and branch (`worktrees prune` drops those of
+ * branches deleted since).
  */
 import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from '../../common/node-builtins.js';
 import { join } from 'node:path';
 import type { WorktreeCleanup } from '../../protocol/index.js';
 
-export type WorktreeState = 'running' | 'settled' | 'orphaned' | 'kept';
+export type WorktreeState = 'running' | 'settled' | 'orphaned' | 'kept' | 'disposed';
 
 export interface WorktreeRecord {
   /** The worktree's name: its folder's and the branch's last component (`<label-slug>-<short run id>`). */
