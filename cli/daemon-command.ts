@@ -2,8 +2,8 @@
 import { mkdirSync, mkdtempSync, rmSync } from '../common/node-builtins.js';
 import { join } from 'node:path';
 import { createBuiltinProviders } from '../daemon/builtin-providers.js';
-import { ConfigError } from '../daemon/config.js';
-import { createDaemon } from '../daemon/daemon.js';
+import { ConfigError, type DaemonConfig } from '../daemon/config.js';
+import { createDaemon, type Daemon } from '../daemon/daemon.js';
 import { DaemonSettings } from '../daemon/ops/reload.js';
 import { DEFAULT_ADMISSION_LIMITS } from '../daemon/store/admission-queue.js';
 import { createLogger } from '../daemon/ops/logger.js';
@@ -182,6 +182,7 @@ export async function daemonCommand(argv: string[]): Promise<number> {
   // Telemetry (daemon/telemetry/) loads only when asked for: off, none of it (nor prom-client) is read.
   const metricsAddress = (values['metrics'] as string | undefined) ?? settings.config.metrics?.address;
   let stopMetrics: (() => Promise<void>) | undefined;
+  const traced = await startTracingIfAsked(env, settings.config.tracing, daemon);
   try {
     if (metricsAddress !== undefined) {
       const { serveMetrics, parseListenAddress } = await import('../daemon/telemetry/metrics-server.js');
@@ -216,6 +217,7 @@ export async function daemonCommand(argv: string[]): Promise<number> {
     // Half-started: release the socket, the lock and the log before reporting.
     await stopMetrics?.();
     await daemon.close();
+    await traced?.shutdown();
     await cluster?.close();
     throw error;
   }
@@ -228,6 +230,8 @@ export async function daemonCommand(argv: string[]): Promise<number> {
   if (idleMs !== undefined) daemon.exitWhenIdle(idleMs);
   await daemon.whenClosed;
   await stopMetrics?.();
+  // The runs' last spans were ended by the close: exported before the process goes.
+  await traced?.shutdown().catch((error: unknown) => log.warn({ err: error }, 'tracing: the last export failed'));
   // After the service disposed this member's runs (their executors were told over NATS); bounded
   // by the exit timer below, so a member whose NATS server is gone still exits.
   const leaving = cluster?.close().catch((error: unknown) => log.warn({ err: error }, 'cluster: leaving failed'));
@@ -238,6 +242,27 @@ export async function daemonCommand(argv: string[]): Promise<number> {
   setTimeout(() => process.exit(process.exitCode ?? 0), 2000).unref();
   await leaving;
   return 0;
+}
+
+/**
+ * Traces (daemon/telemetry/tracing.ts) when the OTEL_* variables or the config ask for them; the
+ * OpenTelemetry SDK is not even loaded otherwise.
+ */
+async function startTracingIfAsked(
+  env: Readonly<Record<string, string | undefined>>,
+  config: DaemonConfig['tracing'],
+  daemon: Daemon,
+): Promise<{ shutdown(): Promise<void> } | undefined> {
+  if (config === undefined && env['OTEL_TRACES_EXPORTER'] === undefined && env['OTEL_EXPORTER_OTLP_ENDPOINT'] === undefined && env['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'] === undefined) {
+    return undefined;
+  }
+  const tracing = await import('../daemon/telemetry/tracing.js');
+  const settings = tracing.tracingSettings(env, config);
+  if (!settings) return undefined;
+  const started = await tracing.startTracing(settings, daemon.identity.version);
+  daemon.service.observe(started.observer);
+  daemon.log.info({ protocol: settings.protocol, url: settings.url ?? 'from OTEL_* variables' }, 'exporting traces over OTLP/HTTP');
+  return started;
 }
 
 /** Quiet time after work before the daemon gives memory back: short next to a user's pause, long next to a burst's gaps. */

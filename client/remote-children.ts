@@ -38,6 +38,8 @@ export interface ChildStartRequest extends SubagentStartRequestBase, WorktreeIso
   readonly parent: ParentInput;
   readonly label?: string;
   readonly env?: Readonly<Record<string, string>>;
+  /** As on a one-shot start (ClientStartRequest.traceparent). */
+  readonly traceparent?: string;
 }
 
 /** Who acts: a harness agent, a parent reference, or a session id (a child's own id included). */

@@ -5,6 +5,7 @@
  */
 import { SubagentError, depthProblem, type ClientToolDeclaration, type ParentRef, type ProviderDescriptor, type StartParams } from '../protocol/index.js';
 import { toParentRef } from './parent-ref.js';
+import { activeTraceparent } from './trace-context.js';
 import type { ClientStartRequest, ClientTool } from './types.js';
 
 export interface CommonStartFields {
@@ -21,6 +22,7 @@ export interface CommonStartFields {
   baseRef?: string;
   includeUncommitted?: boolean;
   cleanup?: NonNullable<ClientStartRequest['cleanup']>;
+  traceparent?: string;
 }
 
 export function commonStartFields(provider: string, descriptor: ProviderDescriptor, request: ClientStartRequest): CommonStartFields {
@@ -40,6 +42,8 @@ export function commonStartFields(provider: string, descriptor: ProviderDescript
   if (request.baseRef !== undefined) fields.baseRef = request.baseRef;
   if (request.includeUncommitted !== undefined) fields.includeUncommitted = request.includeUncommitted;
   if (request.cleanup !== undefined) fields.cleanup = request.cleanup;
+  const traceparent = request.traceparent ?? activeTraceparent();
+  if (traceparent !== undefined) fields.traceparent = traceparent;
   return fields;
 }
 

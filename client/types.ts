@@ -63,6 +63,8 @@ export interface ClientStartRequest extends SubagentStartRequestBase, WorktreeIs
    * and initializing, ready. Daemon providers only (a local start does not wait). Exceptions are contained.
    */
   readonly onStartProgress?: (progress: StartProgress) => void;
+  /** W3C `traceparent` the run's spans continue; default: the active OpenTelemetry span's, if any (client/trace-context.ts). */
+  readonly traceparent?: string;
 }
 
 /**

@@ -116,6 +116,11 @@ export interface DaemonConfig {
    * `HOST:PORT` or `PORT` (host 127.0.0.1). A non-loopback host needs `allowRemote`. Off when absent.
    */
   readonly metrics?: { readonly address: string; readonly allowRemote?: boolean };
+  /**
+   * OpenTelemetry traces over OTLP/HTTP (docs/observability.md). The standard `OTEL_*` variables
+   * turn them on too, and win over these. Off when absent.
+   */
+  readonly tracing?: { readonly endpoint: string; readonly protocol?: 'http/protobuf' | 'http/json'; readonly serviceName?: string };
 }
 
 const positiveInt = { type: 'integer', minimum: 1 };
@@ -209,6 +214,16 @@ const schema = {
       additionalProperties: false,
       required: ['address'],
       properties: { address: { type: 'string', pattern: '^(\\[[0-9A-Fa-f:.]+\\]:|[^:\\s]+:)?[0-9]{1,5}$' }, allowRemote: { type: 'boolean' } },
+    },
+    tracing: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['endpoint'],
+      properties: {
+        endpoint: { type: 'string', pattern: '^https?://' },
+        protocol: { enum: ['http/protobuf', 'http/json'] },
+        serviceName: { type: 'string', minLength: 1, maxLength: 256 },
+      },
     },
     sessionRetentionDays: { type: 'number', exclusiveMinimum: 0 },
     retention: {

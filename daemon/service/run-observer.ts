@@ -13,6 +13,8 @@ export interface ObservedStart {
   readonly runId: string;
   readonly provider: string;
   readonly label?: string;
+  /** The model the start asked for (`agentOptions.model`), when it named one. */
+  readonly model?: string;
   /** The run whose child started this one (nested delegation inside the daemon). */
   readonly parentRunId?: string;
   /** The run this one continues (a resume). */

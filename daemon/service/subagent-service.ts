@@ -164,6 +164,7 @@ export class SubagentService {
       depth,
       connectionId: owner.id,
       ...(params.label !== undefined && { label: params.label }),
+      ...(typeof params.agentOptions?.['model'] === 'string' && { model: params.agentOptions['model'] }),
       ...(extras.parentRunId !== undefined && { parentRunId: extras.parentRunId }),
       ...(owner.clientName !== undefined && { client: owner.clientName }),
       ...((params.traceparent ?? extras.traceparent) !== undefined && { traceparent: params.traceparent ?? extras.traceparent }),
