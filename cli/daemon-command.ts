@@ -5,6 +5,7 @@ import { createBuiltinProviders } from '../daemon/builtin-providers.js';
 import { ConfigError, type DaemonConfig } from '../daemon/config.js';
 import { createDaemon, type Daemon } from '../daemon/daemon.js';
 import { DaemonSettings } from '../daemon/ops/reload.js';
+import { Upstream } from '../daemon/upstream/upstream.js';
 import { DEFAULT_ADMISSION_LIMITS } from '../daemon/store/admission-queue.js';
 import { createLogger } from '../daemon/ops/logger.js';
 import { stateFiles } from '../daemon/ops/paths.js';
@@ -55,7 +56,9 @@ export async function daemonCommand(argv: string[]): Promise<number> {
   // The secrets taken out of the environment above are the model's, on every (re)load.
   const env = { ...process.env, ...secrets.values };
   // Reloadable: the model settings and ACP providers follow `subagentd reload` / SIGHUP.
-  const reloadable = new DaemonSettings(settings.configPath, settings.config, settings.stateDir, env, log);
+  // One governor per model endpoint for every child of every client (daemon/upstream/).
+  const upstream = new Upstream(settings.config.endpoints);
+  const reloadable = new DaemonSettings(settings.configPath, settings.config, settings.stateDir, env, log, upstream);
   // Nested delegation: spawn/fork children get the subagent tool, mounted once the service exists.
   // It and the tool (about 10 modules) load only when configured.
   const delegation = settings.config.delegation
@@ -144,6 +147,7 @@ export async function daemonCommand(argv: string[]): Promise<number> {
       ...(cluster && { refusal: 'isolation "worktree" is not available in cluster mode yet: a member may not have the repository of the parent\'s cwd' }),
     },
     ...(shellLauncher && { shell: shellLauncher.mode }),
+    upstream,
   });
   // In a cluster the ACP providers (configured or reloaded) join the pool like the others.
   reloadable.attach(daemon.service.registry, cluster && ((provider) => cluster.adopt(provider)));

@@ -103,6 +103,22 @@ export async function statusCommand(settings: CommonSettings): Promise<number> {
     if (shares.length > 0) {
       print(table(['CONNECTION', 'CLIENT', 'RUNNING', 'QUEUED'], shares.map(([id, s]) => [id.slice(0, 8), s.client ?? '-', String(s.running), String(s.queued)])));
     }
+    const endpoints = status.endpoints ?? [];
+    if (endpoints.length > 0) {
+      print(
+        table(
+          ['ENDPOINT', 'LIMIT', 'IN FLIGHT', 'WAITING', '429/503 (1 MIN)', 'TOKENS/MIN'],
+          endpoints.map((e) => [
+            `${e.endpoint}${e.pausedUntil ? ` (paused until ${e.pausedUntil})` : ''}`,
+            `${e.limit}${e.maxConcurrent !== undefined ? ` of ${e.maxConcurrent}` : ''}`,
+            String(e.inFlight),
+            String(e.waiting),
+            String(e.throttledLastMinute),
+            `${e.tokensPerMinute}${e.tokensPerMinuteLimit !== undefined ? ` of ${e.tokensPerMinuteLimit}` : ''}`,
+          ]),
+        ),
+      );
+    }
     return 0;
   } finally {
     await client.close();

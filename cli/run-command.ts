@@ -6,7 +6,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { SubagentError, type ObjectJsonSchema, type RunEvent, type StartProgress, type SubagentResult } from '../protocol/index.js';
-import { describeRetry, describeStartProgress } from '../common/progress-text.js';
+import { describeModelWait, describeRetry, describeStartProgress } from '../common/progress-text.js';
 import type { CommonSettings } from './options.js';
 import { packageRoot } from '../common/package-info.js';
 import type { RemoteSubagentService } from '../client/index.js';
@@ -68,6 +68,7 @@ function progressPrinter(): (event: RunEvent) => void {
       } else if (e.type === 'tool/result') line(`  ← ${e.name}${e.isError ? ' failed' : ''}`);
       else if (e.type === 'turn/end') line(`  · turn ended: ${e.reason}`);
     } else if (event.kind === 'retry') line(`  ! ${describeRetry(event)}`);
+    else if (event.kind === 'model-wait') line(`  … ${describeModelWait(event)}`);
   };
 }
 
@@ -110,6 +111,7 @@ function liveStatus(line: StatusLine): (event: RunEvent) => void {
     if (event.kind === 'text-delta') phase = 'writing the answer';
     else if (event.kind === 'reasoning-delta') phase = 'reasoning';
     else if (event.kind === 'retry') phase = describeRetry(event);
+    else if (event.kind === 'model-wait') phase = describeModelWait(event);
     else {
       const e = event.event;
       if (e.type === 'assistant/message') {

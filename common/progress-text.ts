@@ -2,7 +2,7 @@
  * How a start's progress and a model retry read to a person: one wording for every surface that
  * shows them (the CLI's status line and stderr, the MCP face's progress messages).
  */
-import type { RetryEvent, StartProgress } from '../protocol/index.js';
+import type { ModelWaitEvent, RetryEvent, StartProgress } from '../protocol/index.js';
 
 /** 1st, 2nd, 3rd, 4th … 11th, 12th, 13th, 21st … */
 export function ordinal(n: number): string {
@@ -29,4 +29,9 @@ export function describeStartProgress(value: StartProgress, provider: string): s
 export function describeRetry(event: RetryEvent): string {
   const busy = event.status === 429 || event.status === 503;
   return `${busy ? 'model busy' : `model failed (${event.reason})`}, retrying in ${(event.delayMs / 1000).toFixed(1)} s (attempt ${event.attempt})`;
+}
+
+/** `waiting for the model endpoint (3rd in line)`, or `queued at the model provider` once sent and held there. */
+export function describeModelWait(event: ModelWaitEvent): string {
+  return event.position > 0 ? `waiting for the model endpoint (${ordinal(event.position)} in line)` : 'queued at the model provider, waiting for its first token';
 }

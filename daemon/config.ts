@@ -10,6 +10,7 @@ import type { ValidateFunction } from 'ajv';
 import { MAX_TEXT_BYTES, describeAjvErrors } from '../protocol/index.js';
 import { newAjv } from '../protocol/validation.js';
 import { ACP_PROVIDER_ENTRY_SCHEMA, type AcpProviderConfig } from './providers/acp/config.js';
+import type { EndpointLimits } from './upstream/governor.js';
 
 /** A configured ACP agent; its fields and their schema live with the provider (providers/acp/config.ts). */
 export type AcpProviderEntry = AcpProviderConfig & { readonly type: 'acp' };
@@ -56,6 +57,11 @@ export interface DaemonConfig {
     /** Cap on one stdin line of the MCP and ACP faces (default 4 MiB); longer lines get -32600. */
     readonly faceLineBytes?: number;
   };
+  /**
+   * Explicit limits per model endpoint, keyed by base URL (`*`: any endpoint not named); every
+   * child's requests to one endpoint share them (daemon/upstream/).
+   */
+  readonly endpoints?: Readonly<Record<string, EndpointLimits>>;
   /** Days a session log is kept after its last write (default 14). */
   readonly sessionRetentionDays?: number;
   /** Unix-socket connections served at once (default 1024). */
@@ -226,6 +232,14 @@ const schema = {
       },
     },
     sessionRetentionDays: { type: 'number', exclusiveMinimum: 0 },
+    endpoints: {
+      type: 'object',
+      additionalProperties: {
+        type: 'object',
+        additionalProperties: false,
+        properties: { maxConcurrent: positiveInt, requestsPerMinute: positiveInt, tokensPerMinute: positiveInt, firstByteTimeoutMs: positiveInt },
+      },
+    },
     retention: {
       type: 'object',
       additionalProperties: false,

@@ -25,6 +25,7 @@ import type { DaemonProvider } from './provider.js';
 import { SubagentService } from './service/subagent-service.js';
 import { ContinuableChildren } from './service/children.js';
 import { ChildIndex } from './store/child-index.js';
+import type { Upstream } from './upstream/upstream.js';
 import type { Delegation } from './service/delegation.js';
 import { DEFAULT_ADMISSION_LIMITS, type AdmissionLimits } from './store/admission-queue.js';
 import { LocalLedger } from './store/local-ledger.js';
@@ -90,6 +91,8 @@ export interface DaemonOptions {
   readonly worktrees?: Omit<IsolationOptions, 'shuttingDown' | 'stateWorktrees'>;
   /** How `run_shell` runs, for status; absent when the shell tool is off. */
   readonly shell?: 'sandboxed' | 'unsandboxed';
+  /** The model endpoints' governors, for status (daemon/upstream/). */
+  readonly upstream?: Upstream;
 }
 
 export interface TcpListenOptions {
@@ -239,8 +242,13 @@ export function createDaemon(options: DaemonOptions): Daemon {
     ...(spin && { pollSpin: { windowMicros: pollSpinMicros, ...spin.stats } }),
     ...(options.settingsStatus && { config: options.settingsStatus() }),
     ...(options.shell && { shell: options.shell }),
+    ...endpoints(),
     ...degraded(),
   });
+  const endpoints = (): Pick<StatusResult, 'endpoints'> => {
+    const governed = options.upstream?.status() ?? [];
+    return governed.length > 0 ? { endpoints: governed } : {};
+  };
   const degraded = (): Pick<StatusResult, 'degraded'> => {
     const state = faults.degraded();
     return state ? { degraded: state } : {};

@@ -48,6 +48,18 @@ export interface RunHost {
    * for the daemon's runs, whose callers are across a wire. Absent means it may.
    */
   readonly steersInTurn?: boolean;
+  /**
+   * Whose model requests the run makes, for its endpoint's fair order and budgets
+   * (daemon/upstream/): the client that owns the lineage, and the lineage's root run.
+   * Absent: the run is anonymous to the endpoint's governor.
+   */
+  readonly requester?: Requester | undefined;
+}
+
+/** A run's client (its owning connection) and lineage (its root run's id). */
+export interface Requester {
+  readonly client: string;
+  readonly lineage: string;
 }
 
 export interface ProviderStartRequest extends SubagentStartRequestBase {

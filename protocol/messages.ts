@@ -373,6 +373,29 @@ const settingsStatus = obj(
 );
 export type SettingsStatus = Infer<typeof settingsStatus>;
 
+/** One model endpoint as its governor sees it: named by base URL, never by key. */
+const endpointStatus = obj(
+  {
+    endpoint: str(2048),
+    /** The concurrency limit in force: adaptive, never above `maxConcurrent`. */
+    limit: count,
+    inFlight: count,
+    waiting: count,
+    /** 429 and 503 answers in the last minute. */
+    throttledLastMinute: count,
+    tokensPerMinute: count,
+    requestsPerMinute: count,
+    /** A `Retry-After` pause in force until this time. */
+    pausedUntil: str(64),
+    maxConcurrent: count,
+    requestsPerMinuteLimit: count,
+    tokensPerMinuteLimit: count,
+  },
+  ['endpoint', 'limit', 'inFlight', 'waiting', 'throttledLastMinute', 'tokensPerMinute', 'requestsPerMinute'],
+  true,
+);
+export type EndpointStatusInfo = Infer<typeof endpointStatus>;
+
 const share = obj({ running: count, queued: count, client: str(1024) }, ['running', 'queued'], true);
 
 export const StatusRequest = defineRequest(
@@ -418,6 +441,8 @@ export const StatusRequest = defineRequest(
       config: settingsStatus,
       /** How `run_shell` runs: in the bubblewrap sandbox, or unsandboxed by `tools.shellUnsandboxed`; absent when the shell tool is off. */
       shell: oneOfValues(['sandboxed', 'unsandboxed']),
+      /** Each model endpoint's governor (daemon/upstream/), once a child has used it; absent when none is governed. */
+      endpoints: arr(endpointStatus, 1024),
       /**
        * Present while the state dir cannot be written (full or read-only disk): the daemon still
        * answers, but refuses runs it cannot record. `reason` names each file and its errno.
@@ -621,6 +646,22 @@ const retryEvent = obj(
 );
 export type RetryEvent = Infer<typeof retryEvent>;
 
+/**
+ * Since 1.5: the model step waits for its endpoint, not failing: `position` > 0 is its place in
+ * the daemon's queue for the endpoint (1 is next); 0 means the request is sent and the provider
+ * holds it (keep-alive comments before its first chunk), re-sent while that lasts.
+ */
+const modelWaitEvent = obj(
+  {
+    kind: literal('model-wait'),
+    /** The endpoint's base URL (never its key). */
+    endpoint: str(2048),
+    position: count,
+  },
+  ['kind', 'endpoint', 'position'],
+);
+export type ModelWaitEvent = Infer<typeof modelWaitEvent>;
+
 /** Streamed progress of a run, sent only when the start asked for `stream`. */
 const runEvent = splitOn(
   discriminated(
@@ -628,6 +669,7 @@ const runEvent = splitOn(
     obj({ kind: oneOfValues(['text-delta', 'reasoning-delta']), text: str(MAX_TEXT_BYTES) }, ['kind', 'text']),
     obj({ kind: literal('session'), event: sessionEvent }, ['kind', 'event']),
     retryEvent,
+    modelWaitEvent,
   ),
   'kind',
 );

@@ -29,6 +29,8 @@ export interface TurnContext {
   /** True once an `after-step` interrupt asked the turn to stop at the next step boundary. */
   readonly stopRequested: () => boolean;
   readonly log: Logger;
+  /** Whose model requests these are, for the endpoint's fair order (RunHost.requester). */
+  readonly requester?: { readonly client: string; readonly lineage: string };
 }
 
 export interface TurnOutcome {
@@ -80,6 +82,10 @@ export async function runTurn(ctx: TurnContext, prompt: ContentBlock[]): Promise
           onRetry: (retry) => {
             if (!ctx.signal.aborted) ctx.emit({ kind: 'retry', ...retry });
           },
+          onWait: (wait) => {
+            if (!ctx.signal.aborted) ctx.emit({ kind: 'model-wait', ...wait });
+          },
+          ...(ctx.requester && { requester: ctx.requester }),
         }),
         ctx.signal,
       );

@@ -118,6 +118,7 @@ export class ChildAgent {
           captured: () => structured?.captured ?? false,
           stopRequested: () => this.stopAfterStep,
           log: this.config.log,
+          ...(host.requester && { requester: host.requester }),
         },
         prompt,
       );

@@ -152,6 +152,8 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
   clientName = 'unknown';
   /** Whether the client's protocol knows `retry` run events (1.1 and later); a 1.0 client would drop them as invalid. */
   private takesRetryEvents = true;
+  /** Whether the client's protocol knows `model-wait` run events (1.5 and later). */
+  private takesWaitEvents = true;
   /** Whether the client's protocol knows RunInfo's `worker` (1.3 and later); its closed schema would refuse it before. */
   private takesWorker = true;
   /** Whether the client's protocol knows `worker.workspaces` (1.5 and later); WorkerRef was closed before. */
@@ -386,6 +388,7 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
 
   notifyRunEvent(event: RunEventParams): void {
     if (event.event.kind === 'retry' && !this.takesRetryEvents) return;
+    if (event.event.kind === 'model-wait' && !this.takesWaitEvents) return;
     // A reader that falls behind gets progress coalesced and bounded; lifecycle is never held back.
     const behind = this.writer.unsent >= this.ctx.maxPendingNotifications || this.writer.unsentBytes >= this.ctx.maxUnsentBytes / 8;
     if (behind || this.backlog.size > 0) {
@@ -550,6 +553,7 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
     }
     this.initialized = true;
     this.takesRetryEvents = minorOf(version) >= 1;
+    this.takesWaitEvents = minorOf(version) >= 5;
     this.takesWorker = minorOf(version) >= 3;
     this.takesWorkspaces = minorOf(version) >= 5;
     this.startInReply = minorOf(version) >= 3;

@@ -17,6 +17,7 @@ import { existsSync, readFileSync, parseEnv } from '../../common/node-builtins.j
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { createModelResolver } from '../agent/model/model-resolver.js';
+import type { Upstream } from '../upstream/upstream.js';
 import { endpointFromEnv } from '../agent/model/endpoint-config.js';
 import type { ModelResolver } from '../agent/model/model-adapter.js';
 import { loadConfig, type DaemonConfig } from '../config.js';
@@ -66,6 +67,8 @@ export class DaemonSettings {
     stateDir: string,
     private readonly baseEnv: NodeJS.ProcessEnv,
     private readonly log: Logger,
+    /** The endpoints' governors, kept across reloads (only their explicit limits follow the config). */
+    private readonly upstream?: Upstream,
   ) {
     this.startConfig = config;
     this.config = config;
@@ -116,6 +119,7 @@ export class DaemonSettings {
     this.lastError = undefined;
     this.config = config;
     this.env = this.readEnv();
+    this.upstream?.configure(config.endpoints);
     this.resolver = this.makeResolver();
     if (this.registry) {
       for (const unregister of this.unregisterAcp) unregister();
@@ -154,7 +158,7 @@ export class DaemonSettings {
   }
 
   private makeResolver(): ModelResolver {
-    return createModelResolver(this.config.model, this.env, this.howToSet());
+    return createModelResolver(this.config.model, this.env, this.howToSet(), this.upstream);
   }
 
   /** Appended to every "set this variable" message: which environment counts, and how to change it. */

@@ -18,7 +18,7 @@
  */
 import type { Logger } from 'pino';
 import type { PermissionParams, PermissionResult, RunEvent, ToolCallResult } from '../../protocol/index.js';
-import type { RunHost } from '../provider.js';
+import type { Requester, RunHost } from '../provider.js';
 import { StreamBudget } from './output-budget.js';
 import type { RunOwner } from './run-ownership.js';
 import type { RunObservers } from './run-observer.js';
@@ -37,6 +37,8 @@ export class OwnedRunHost implements RunHost {
   readonly steersInTurn = false;
   /** The service's run observers (run-observer.ts): they hear every event, streamed or not. */
   observers: RunObservers | undefined;
+  /** Set by the service at start: the client and lineage the run's model requests count for. */
+  requester: Requester | undefined;
 
   constructor(
     public runId: string,

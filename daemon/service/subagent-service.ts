@@ -169,6 +169,9 @@ export class SubagentService {
       ...(owner.clientName !== undefined && { client: owner.clientName }),
       ...((params.traceparent ?? extras.traceparent) !== undefined && { traceparent: params.traceparent ?? extras.traceparent }),
     });
+    // A nested start belongs to its parent run's lineage; a client's own start roots a new one.
+    const parentRequester = extras.parentRunId !== undefined ? this.table.get(extras.parentRunId)?.host?.requester : undefined;
+    host.requester = parentRequester ?? { client: owner.id, lineage: runId };
     this.table.starting.set(runId, { owner, abort });
     let run: DaemonRun;
     let lease: Lease | undefined;

@@ -17,6 +17,8 @@ export type StreamStep =
   | { readonly comment: string }
   /** Pause before the next step. */
   | { readonly wait: number }
+  /** Pause until the test lets the response go on (the client leaving ends the wait too). */
+  | { readonly gate: Promise<unknown> }
   /** `data: [DONE]\n\n` */
   | { readonly done: true }
   /**
@@ -60,6 +62,7 @@ export interface ChatCompletionsServer {
   /** Base URL to give the SDK, e.g. `http://127.0.0.1:1234/v1`. */
   readonly baseUrl: string;
   readonly requests: RecordedRequest[];
+  readonly load: ServerLoad;
   enqueue(...responses: Array<ScriptedResponse | Responder>): void;
   close(): Promise<void>;
 }
@@ -151,11 +154,30 @@ const delay = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
 export interface ChatCompletionsServerOptions {
   /** Answers a request when the queue is empty (a real agent's request count is not known ahead). */
   readonly fallback?: Responder;
+  /**
+   * A provider's concurrency cap: while `max` responses are streaming, a further request is
+   * answered `status` (default 429) with `Retry-After: retryAfter` (default `1`), before it
+   * takes anything from the queue.
+   */
+  readonly streamLimit?: { readonly max: number; readonly retryAfter?: string; readonly status?: number };
+}
+
+/** What the server saw of its load. */
+export interface ServerLoad {
+  /** Responses streaming now. */
+  active: number;
+  /** The most responses that ever streamed at once. */
+  peak: number;
+  /** Requests refused by `streamLimit`. */
+  refused: number;
+  /** Requests answered with a stream. */
+  streamed: number;
 }
 
 export async function startChatCompletionsServer(options: ChatCompletionsServerOptions = {}): Promise<ChatCompletionsServer> {
   const queue: Array<ScriptedResponse | Responder> = [];
   const requests: RecordedRequest[] = [];
+  const load: ServerLoad = { active: 0, peak: 0, refused: 0, streamed: 0 };
 
   const server = createServer((req, res) => {
     const pieces: Buffer[] = [];
@@ -191,6 +213,12 @@ export async function startChatCompletionsServer(options: ChatCompletionsServerO
         sendError(res, 404, `no route for ${req.method} ${req.url}`);
         return;
       }
+      const limit = options.streamLimit;
+      if (limit !== undefined && load.active >= limit.max) {
+        load.refused += 1;
+        sendError(res, limit.status ?? 429, 'Rate limit reached: too many concurrent requests', { 'retry-after': limit.retryAfter ?? '1' }, 'rate_limit_error');
+        return;
+      }
       const queued = queue.shift();
       const next = typeof queued === 'function' ? queued(body) : (queued ?? options.fallback?.(body));
       if (next === undefined) {
@@ -201,6 +229,19 @@ export async function startChatCompletionsServer(options: ChatCompletionsServerO
         sendError(res, next.status, next.message, next.headers, next.errorType);
         return;
       }
+      load.active += 1;
+      load.streamed += 1;
+      load.peak = Math.max(load.peak, load.active);
+      // A stream's slot is free once the server has written its end (as a provider's is once it
+      // has generated the answer), or the client left.
+      let freed = false;
+      const free = (): void => {
+        if (freed) return;
+        freed = true;
+        load.active -= 1;
+      };
+      res.once('finish', free);
+      void closed.then(free);
       void writeStream(res, next, record, () => clientLeft);
     });
   });
@@ -211,6 +252,7 @@ export async function startChatCompletionsServer(options: ChatCompletionsServerO
   return {
     baseUrl: `http://127.0.0.1:${port}/v1`,
     requests,
+    load,
     enqueue: (...responses) => {
       queue.push(...responses);
     },
@@ -261,6 +303,8 @@ async function writeStream(
     if (gone()) return;
     if ('wait' in step) {
       await delay(step.wait);
+    } else if ('gate' in step) {
+      await Promise.race([step.gate, record.closed]);
     } else if ('done' in step) {
       res.write('data: [DONE]\n\n');
     } else if ('raw' in step) {

@@ -3,7 +3,7 @@
  * session's events into their wire format (so API quirks such as DeepSeek's `reasoning_content`
  * stay inside the adapter) and return the step's assistant message.
  */
-import type { RetryEvent, SessionEvent, ToolCall, Usage } from '../../../protocol/index.js';
+import type { ModelWaitEvent, RetryEvent, SessionEvent, ToolCall, Usage } from '../../../protocol/index.js';
 
 /** A tool as the model is offered it. */
 export interface ToolSpec {
@@ -25,6 +25,13 @@ export interface ModelStepRequest {
   readonly onDelta?: (delta: { kind: 'text' | 'reasoning'; text: string }) => void;
   /** A failed attempt will be retried after `delayMs`, for progress UIs. Must not throw. */
   readonly onRetry?: (retry: Omit<RetryEvent, 'kind'>) => void;
+  /**
+   * The request waits for its endpoint: queued behind others for a permit (`position` 1 is
+   * next), or sent and held by the provider before its first chunk (`position` 0). Must not throw.
+   */
+  readonly onWait?: (wait: Omit<ModelWaitEvent, 'kind'>) => void;
+  /** Whose request this is, for the endpoint's fair order: the client and the lineage's root run. */
+  readonly requester?: { readonly client: string; readonly lineage: string };
   /**
    * Text (and, separately, reasoning) a step keeps, in UTF-8 bytes: past it the adapter stops
    * accumulating (deltas still stream), since the service cuts a run's output to this cap anyway

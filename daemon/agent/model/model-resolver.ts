@@ -11,6 +11,7 @@ import { PER_START_MODEL } from '../../../common/model-words.js';
 import { ModelError, type ModelAdapter, type ModelResolver } from './model-adapter.js';
 import { createOpenAICompatibleAdapter } from './openai-compatible.js';
 import { createScriptedAdapter, readScript } from './scripted.js';
+import type { Upstream } from '../../upstream/upstream.js';
 
 const SCRIPTED = 'scripted:';
 
@@ -24,7 +25,16 @@ const noEndpointFor = (name: string): string =>
   'and OPENAI_API_KEY, or DEEPSEEK_API_KEY for a DeepSeek model; in the config, model.baseUrl and model.apiKeyEnv do the same.';
 
 /** `howToSet` is appended to messages that ask for a variable (which environment counts, how to change it). */
-export function createModelResolver(config: DaemonConfig['model'] = {}, env: NodeJS.ProcessEnv = process.env, howToSet = ''): ModelResolver {
+/**
+ * `upstream`: the daemon's endpoint governors (daemon/upstream/); every adapter made here sends
+ * through its endpoint's. Without one (embedders, unit tests) each adapter sends ungoverned.
+ */
+export function createModelResolver(
+  config: DaemonConfig['model'] = {},
+  env: NodeJS.ProcessEnv = process.env,
+  howToSet = '',
+  upstream?: Upstream,
+): ModelResolver {
   const adapters = new Map<string, ModelAdapter>();
   const scripted = scriptedAdapters();
   return (requested) => {
@@ -49,6 +59,7 @@ export function createModelResolver(config: DaemonConfig['model'] = {}, env: Nod
         ...(config.idleTimeoutMs !== undefined && { idleTimeoutMs: config.idleTimeoutMs }),
         ...(config.stepTimeoutMs !== undefined && { stepTimeoutMs: config.stepTimeoutMs }),
         ...(config.maxRetries !== undefined && { maxRetries: config.maxRetries }),
+        ...(upstream && { governor: upstream.governorFor(endpoint.baseUrl, endpoint.apiKey) }),
       });
       adapters.set(key, adapter);
     }

@@ -37,6 +37,9 @@ import {
   type ModelStepRequest,
 } from './model-adapter.js';
 import { chatMessagesFor, chatMessagesJsonFor } from './chat-messages.js';
+import { PausableTimer } from './pausable-timer.js';
+import type { EndpointGovernor, Permit, Requester } from '../../upstream/governor.js';
+import { keepAliveFetch, withStreamHooks } from '../../upstream/keep-alive-fetch.js';
 
 export interface OpenAICompatibleOptions {
   /** Base URL of the API, e.g. `https://api.deepseek.com` (the SDK appends `/chat/completions`). */
@@ -56,6 +59,13 @@ export interface OpenAICompatibleOptions {
   readonly maxTokens?: number;
   /** Extra HTTP headers for every request. */
   readonly headers?: Readonly<Record<string, string>>;
+  /**
+   * How long a sent request may wait for its first data chunk, keep-alive comments included
+   * (a provider queueing it). Default 10 min; the endpoint's governor's setting wins.
+   */
+  readonly firstByteTimeoutMs?: number;
+  /** The endpoint's shared limiter (daemon/upstream/): every attempt takes a permit from it first. */
+  readonly governor?: EndpointGovernor;
 }
 
 const RETRYABLE_STATUS: ReadonlySet<number> = new Set([429, 500, 502, 503, 504]);
@@ -66,7 +76,14 @@ const DEFAULTS = {
   retryMaxDelayMs: 20_000,
   idleTimeoutMs: 60_000,
   stepTimeoutMs: 10 * 60_000,
+  firstByteTimeoutMs: 10 * 60_000,
 } as const;
+
+/** Push-backs (429/503) one step absorbs through the governor before they count as retries. */
+const MAX_PUSHBACKS = 20;
+/** How often a provider-side wait (keep-alive comments) is announced again as model-wait. */
+const WAIT_ANNOUNCE_EVERY_MS = 15_000;
+const ANONYMOUS: Requester = { client: 'anonymous', lineage: 'anonymous' };
 
 // ---------------------------------------------------------------------------------------------
 // Retry timing
@@ -241,8 +258,8 @@ async function streamOnce(
   const tools = new ToolCallAssembler();
 
   for await (const chunk of stream) {
+    onChunk(); // before gotData is set: it tells the first chunk from the rest
     state.gotData = true;
-    onChunk();
     if (typeof chunk !== 'object' || chunk === null) {
       throw new ModelError('protocol', `stream chunk is not a JSON object: ${JSON.stringify(chunk)}`);
     }
@@ -370,10 +387,14 @@ export function createOpenAICompatibleAdapter(options: OpenAICompatibleOptions):
     // the stream too.
     timeout: stepTimeoutMs + 1_000,
     logLevel: 'off',
+    // Sees the keep-alive comments the SDK drops (upstream/keep-alive-fetch.ts).
+    fetch: keepAliveFetch(),
     ...(options.headers !== undefined ? { defaultHeaders: { ...options.headers } } : {}),
   });
   let client: OpenAI | undefined;
   const endpoint = endpointOrigin(options.baseUrl);
+  const governor = options.governor;
+  const firstByteTimeoutMs = numberOption('firstByteTimeoutMs', governor?.firstByteTimeoutMs ?? options.firstByteTimeoutMs, DEFAULTS.firstByteTimeoutMs);
 
   async function step(request: ModelStepRequest): Promise<ModelStep> {
     if (request.signal.aborted) throw new ModelError('aborted', 'the step was aborted before it started');
@@ -394,7 +415,7 @@ export function createOpenAICompatibleAdapter(options: OpenAICompatibleOptions):
     if (options.maxTokens !== undefined) body.max_tokens = options.maxTokens;
     const encoded = encodeBody(body, chatMessagesJsonFor(request.model, request.system, request.events));
 
-    // One controller per step: the caller's signal and both watchdogs abort it with a ModelError
+    // One controller per step: the caller's signal and the watchdogs abort it with a ModelError
     // as the reason, and the first reason wins.
     const controller = new AbortController();
     const fail = (error: ModelError): void => {
@@ -402,7 +423,8 @@ export function createOpenAICompatibleAdapter(options: OpenAICompatibleOptions):
     };
     const onCallerAbort = (): void => fail(new ModelError('aborted', 'the step was aborted by the caller'));
     request.signal.addEventListener('abort', onCallerAbort, { once: true });
-    const stepTimer = setTimeout(
+    // The step's ceiling does not count the time spent waiting for the endpoint's permit.
+    const stepTimer = new PausableTimer(
       () => fail(new ModelError('step-timeout', `step-timeout: the step did not complete within stepTimeoutMs=${stepTimeoutMs} ms`)),
       stepTimeoutMs,
     );
@@ -418,25 +440,94 @@ export function createOpenAICompatibleAdapter(options: OpenAICompatibleOptions):
         idleTimeoutMs,
       );
     };
+    let firstByteTimer: NodeJS.Timeout | undefined;
+    const disarmFirstByte = (): void => {
+      if (firstByteTimer !== undefined) clearTimeout(firstByteTimer);
+      firstByteTimer = undefined;
+    };
+    const waitEndpoint = governor?.label ?? options.baseUrl;
+    const announceWait = (position: number): void => {
+      if (request.onWait === undefined || controller.signal.aborted) return;
+      try {
+        request.onWait({ endpoint: waitEndpoint, position });
+      } catch {
+        // Like onDelta: a faulty listener must not break the step.
+      }
+    };
 
     try {
       const sdk = await loadSdk();
       client ??= newClient(sdk);
-      for (let retry = 0; ; retry++) {
+      let retries = 0;
+      let pushbacks = 0;
+      for (;;) {
         const state: AttemptState = { gotData: false };
+        let permit: Permit | undefined;
+        if (governor !== undefined) {
+          stepTimer.pause();
+          try {
+            permit = await governor.acquire(request.requester ?? ANONYMOUS, controller.signal, announceWait);
+          } catch (err) {
+            if (controller.signal.aborted) throw controller.signal.reason;
+            throw err;
+          } finally {
+            stepTimer.resume();
+          }
+        }
+        // Until the first data chunk the provider may hold the request (keep-alive comments):
+        // that is waiting, bounded by the first-byte limit, and shown as model-wait.
+        let lastWaitShown = 0;
+        const onKeepAlive = (): void => {
+          if (state.gotData) return;
+          armIdle();
+          const now = Date.now();
+          if (now - lastWaitShown >= WAIT_ANNOUNCE_EVERY_MS) {
+            lastWaitShown = now;
+            announceWait(0);
+          }
+        };
+        firstByteTimer = setTimeout(
+          () => fail(new ModelError('idle-timeout', `first-byte-timeout: no data from the model within firstByteTimeoutMs=${firstByteTimeoutMs} ms of sending the request`)),
+          firstByteTimeoutMs,
+        );
+        const onChunk = (): void => {
+          if (!state.gotData) {
+            disarmFirstByte();
+            permit?.streaming();
+          }
+          armIdle();
+        };
         try {
           armIdle();
-          const done = await streamOnce(client, body, encoded, controller.signal, state, armIdle, request.onDelta, request.maxTextBytes);
+          const result = await withStreamHooks({ onKeepAlive }, () =>
+            streamOnce(client!, body, encoded, controller.signal, state, onChunk, request.onDelta, request.maxTextBytes),
+          );
           reportModelRequest(endpoint, 200);
-          return done;
+          permit?.release({ kind: 'ok', ...(result.usage && { tokens: result.usage.promptTokens + result.usage.completionTokens }) });
+          return result;
         } catch (err) {
           disarmIdle();
-          if (controller.signal.aborted) throw controller.signal.reason;
+          disarmFirstByte();
+          if (controller.signal.aborted) {
+            permit?.release({ kind: 'other' });
+            throw controller.signal.reason;
+          }
           const classified = classify(err, state, options.baseUrl, sdk);
           reportModelRequest(endpoint, classified.error.status ?? 'error');
-          if (!classified.retryable || retry >= maxRetries) throw classified.error;
-          const delayMs = Math.round(retryDelayMs(retry, classified.retryAfterMs, retryBaseDelayMs, retryMaxDelayMs));
-          announceRetry(request.onRetry, retry, delayMs, classified.error);
+          const pushback = classified.retryable && (classified.error.status === 429 || classified.error.status === 503);
+          permit?.release(pushback ? { kind: 'throttled', retryAfterMs: classified.retryAfterMs } : { kind: 'other' });
+          if (!classified.retryable) throw classified.error;
+          if (pushback && governor !== undefined && pushbacks < MAX_PUSHBACKS) {
+            // The governor paused the endpoint and lowered its limit: the next attempt waits its
+            // turn there, and a push-back the whole endpoint absorbs does not use up the step's retries.
+            pushbacks += 1;
+            announceRetry(request.onRetry, pushbacks + retries - 1, Math.round(Math.min(classified.retryAfterMs ?? 0, retryMaxDelayMs)), classified.error);
+            continue;
+          }
+          if (retries >= maxRetries) throw classified.error;
+          const delayMs = Math.round(retryDelayMs(retries, classified.retryAfterMs, retryBaseDelayMs, retryMaxDelayMs));
+          announceRetry(request.onRetry, retries + pushbacks, delayMs, classified.error);
+          retries += 1;
           await sleep(delayMs, controller.signal);
         }
       }
@@ -445,8 +536,9 @@ export function createOpenAICompatibleAdapter(options: OpenAICompatibleOptions):
       controller.abort();
       throw err;
     } finally {
-      clearTimeout(stepTimer);
+      stepTimer.clear();
       disarmIdle();
+      disarmFirstByte();
       request.signal.removeEventListener('abort', onCallerAbort);
     }
   }

@@ -1,0 +1,56 @@
+/**
+ * The daemon's upstream: one governor per model endpoint (base URL + key identity), shared by
+ * every adapter the model resolver makes, across reloads, so every child of every client meets
+ * one limiter per endpoint. Explicit limits come from the config's `endpoints` section, keyed by
+ * base URL, with `*` for any endpoint not named.
+ */
+import { endpointIdentity } from './endpoint-identity.js';
+import { EndpointGovernor, type EndpointLimits, type EndpointStatus } from './governor.js';
+import type { SharedLimit } from './shared-limit.js';
+
+export type EndpointsConfig = Readonly<Record<string, EndpointLimits>>;
+
+/** Makes the pool-wide limit of one endpoint (cluster mode); absent outside a cluster. */
+export type SharedLimitFactory = (endpointId: string, limits: EndpointLimits) => SharedLimit | undefined;
+
+export class Upstream {
+  private readonly governors = new Map<string, EndpointGovernor>();
+
+  constructor(
+    private endpoints: EndpointsConfig = {},
+    private readonly shared?: SharedLimitFactory,
+  ) {}
+
+  /** The governor of the endpoint at `baseUrl` used with `apiKey` (made on first use). */
+  governorFor(baseUrl: string, apiKey: string): EndpointGovernor {
+    const identity = endpointIdentity(baseUrl, apiKey);
+    let governor = this.governors.get(identity.id);
+    if (governor === undefined) {
+      const limits = this.limitsFor(identity.label);
+      governor = new EndpointGovernor(identity.label, limits, this.shared?.(identity.id, limits));
+      this.governors.set(identity.id, governor);
+    }
+    return governor;
+  }
+
+  /** New explicit limits (a reload): governors keep their adaptive state. */
+  configure(endpoints: EndpointsConfig = {}): void {
+    this.endpoints = endpoints;
+    for (const governor of this.governors.values()) governor.configure(this.limitsFor(governor.label));
+  }
+
+  status(): EndpointStatus[] {
+    return [...this.governors.values()].map((governor) => governor.status());
+  }
+
+  close(): void {
+    for (const governor of this.governors.values()) governor.close();
+  }
+
+  private limitsFor(label: string): EndpointLimits {
+    for (const [url, limits] of Object.entries(this.endpoints)) {
+      if (url !== '*' && url.trim().replace(/\/+$/, '') === label) return limits;
+    }
+    return this.endpoints['*'] ?? {};
+  }
+}
