@@ -20,7 +20,7 @@
  *   the endpoint's concurrency.
  */
 import { FairQueue } from './fair-queue.js';
-import type { SharedLimit, SharedPermit } from './shared-limit.js';
+import type { Outcome, SharedLimit, SharedPermit } from './shared-limit.js';
 
 export interface EndpointLimits {
   /** Most requests in flight at once; the adaptive limit never exceeds it. */
@@ -39,12 +39,7 @@ export interface Requester {
   readonly lineage: string;
 }
 
-export type Outcome =
-  | { readonly kind: 'ok'; readonly tokens?: number }
-  /** 429 or 503: the provider pushed back. */
-  | { readonly kind: 'throttled'; readonly retryAfterMs?: number | undefined }
-  /** Any other end (an error, a cancel): the permit is returned, the limit unchanged. */
-  | { readonly kind: 'other' };
+export type { Outcome };
 
 export interface Permit {
   /** The response's first data arrived: the provider is serving this request. */
