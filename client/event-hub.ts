@@ -1,6 +1,8 @@
 /**
  * Lifecycle listeners. Observe-only: a listener that throws or rejects is logged and never
- * starves the listeners after it, nor reaches the run or the wire handler that emitted.
+ * starves the listeners after it, nor reaches the run or the wire handler that emitted. One
+ * exception, the seam's: a listener that throws on a local `provider-added` fails the
+ * `registerProvider` that announced it (`emitOrThrow`).
  */
 import type { ClientLogger, ServiceEventMap, ServiceEventName, ServiceListener } from './types.js';
 
@@ -21,6 +23,15 @@ export class EventHub {
   }
 
   emit<K extends ServiceEventName>(event: K, payload: ServiceEventMap[K]): void {
+    this.call(event, payload, false);
+  }
+
+  /** As `emit`, but the first listener that throws stops the round and its error is thrown here. */
+  emitOrThrow<K extends ServiceEventName>(event: K, payload: ServiceEventMap[K]): void {
+    this.call(event, payload, true);
+  }
+
+  private call<K extends ServiceEventName>(event: K, payload: ServiceEventMap[K], rethrow: boolean): void {
     const set = this.listeners.get(event);
     if (!set) return;
     // A snapshot: a listener that subscribes another must not have it called in this round.
@@ -31,6 +42,7 @@ export class EventHub {
           returned.then(undefined, (error: unknown) => this.logger.error(`a ${event} listener rejected`, error));
         }
       } catch (error) {
+        if (rethrow) throw error;
         this.logger.error(`a ${event} listener threw`, error);
       }
     }

@@ -21,14 +21,24 @@ export class LocalProviders {
     return [...this.providers.keys()];
   }
 
-  /** Add a provider whose name the caller has checked is free; returns its idempotent disposer. */
+  /**
+   * Add a provider whose name the caller has checked is free; returns its idempotent disposer. A
+   * `provider-added` listener that throws undoes the registration (the listeners that saw it hear
+   * `provider-removed`) and its error is thrown here: nothing stays registered.
+   */
   add(provider: LocalSubagentProvider): () => void {
     const { name } = provider;
     this.providers.set(name, provider);
-    this.events.emit('subagent/provider-added', {
-      provider: { name, capabilities: provider.capabilities, inheritsParentContext: provider.inheritsParentContext },
-      origin: 'local',
-    });
+    try {
+      this.events.emitOrThrow('subagent/provider-added', {
+        provider: { name, capabilities: provider.capabilities, inheritsParentContext: provider.inheritsParentContext },
+        origin: 'local',
+      });
+    } catch (error) {
+      this.providers.delete(name);
+      this.events.emit('subagent/provider-removed', { name, origin: 'local' });
+      throw error;
+    }
     return () => {
       // Removal blocks new starts only; runs already returned stay with their holders.
       if (this.providers.get(name) !== provider) return;

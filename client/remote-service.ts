@@ -46,6 +46,7 @@ import { RunTable } from './run-table.js';
 import { serveDaemonRequests } from './daemon-requests.js';
 import { serveDaemonNotifications } from './daemon-notifications.js';
 import { handshake, type ClientInfo } from './handshake.js';
+import { rollBackStart } from './start-rollback.js'; // aborted before the answer: reject, roll back
 import { ReconnectingConnection, type ReconnectSetup } from './reconnecting-connection.js';
 import type {
   ClientLogger,
@@ -350,9 +351,8 @@ export class RemoteSubagentService {
       record.detachSignal = () => signal?.removeEventListener('abort', onAbort);
       this.runs.add(record);
       this.connection.retainOnceSettled(record);
+      if (signal?.aborted) throw rollBackStart(record, (held) => this.cancelRun(held), (held) => this.disposeRun(held), this.logger);
       if (this.startInReply) this.events.emit('subagent/start', { runId: started.runId, provider: started.provider, id: started.id, local: started.local });
-      // Aborted while the answer was on its way: the child is already published, so cancel it.
-      if (signal?.aborted) this.cancelRun(record);
       return createRunHandle(record, started, this.controls);
     } catch (error) {
       signal?.removeEventListener('abort', onAbort);

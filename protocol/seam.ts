@@ -240,7 +240,7 @@ export interface ChildSettledNotice {
   readonly messageId?: string;
   readonly label?: string;
   readonly stopReason: SubagentStopReason;
-  /** "<label> finished|was stopped|ran out of room|declined|failed…", then its closing message or
+  /** "<label> finished|was stopped before it finished|ran out of room|declined|failed…", then its closing message or
    *  "It left no closing message." */
   readonly text: string;
 }

@@ -64,7 +64,7 @@ it('the parent or any ancestor may interrupt; self, sibling, descendant and othe
   expect(code(() => checkInterrupter(index, a1x, 'owner-b', 'root'))).toBe('NOT_OWNER');
 });
 
-it('lists children or descendants of one owner, breadth first, with parent, depth and hasChildren', async () => {
+it('lists children or descendants of one owner, in pre-order, with parent, depth and hasChildren', async () => {
   const index = await tree();
   expect(listLineage(index, 'owner-a', 'root', 'children')).toEqual([
     { id: 'a', status: 'idle', label: 'label-a', hasChildren: true },
@@ -72,9 +72,9 @@ it('lists children or descendants of one owner, breadth first, with parent, dept
   ]);
   expect(listLineage(index, 'owner-a', 'root', 'descendants').map((e) => [e.id, e.parentId, e.depth, e.status])).toEqual([
     ['a', 'root', 1, 'idle'],
-    ['b', 'root', 1, 'idle'],
     ['a1', 'a', 2, 'running'],
     ['a1x', 'a1', 3, 'idle'],
+    ['b', 'root', 1, 'idle'],
   ]);
   expect(listLineage(index, 'owner-b', 'root', 'descendants').map((e) => e.id)).toEqual(['c']);
 });

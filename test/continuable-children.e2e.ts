@@ -161,7 +161,7 @@ it('messages to a running child queue FIFO as its next turns; interrupt now stop
   await children.interrupt(childId, parent, 'now');
   const stopped = await seen.nth(2);
   expect(stopped).toMatchObject({ childId, stopReason: 'aborted' });
-  expect(stopped.text).toMatch(/^queue was stopped\. /);
+  expect(stopped.text).toMatch(/^queue was stopped before it finished\. /);
   expect((await children.list(parent)).entries).toMatchObject([{ id: childId, status: 'idle' }]);
 });
 

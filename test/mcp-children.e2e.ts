@@ -86,9 +86,9 @@ it('starts, messages, lists and interrupts a continuable child through the MCP t
   await listUntil(() => seen.at(-1)!.startsWith(`${childId} running`), 'the third turn running');
   const interrupted = await call('interrupt_agent', { agent_id: childId });
   expect(textOf(interrupted)).toMatch(new RegExp(`^interrupted agent ${childId} \\(its current turn was stopped\\)`));
-  await listUntil((text) => text.includes('memory was stopped.'), 'the stopped notice');
+  await listUntil((text) => text.includes('memory was stopped before it finished.'), 'the stopped notice');
   // Each notice delivered once, in order; the stopped turn said nothing.
-  expect(notices()).toEqual(['memory finished. Its closing message:', 'memory finished. Its closing message:', expect.stringMatching(/^memory was stopped\. /)]);
+  expect(notices()).toEqual(['memory finished. Its closing message:', 'memory finished. Its closing message:', expect.stringMatching(/^memory was stopped before it finished\. /)]);
   expect(everything()).not.toContain('never said');
 });
 

@@ -112,6 +112,12 @@ describe('start checks, in the seam order', () => {
     [{ type: 'object', properties: { a: { type: 'string', enum: ['x', 2] } } }, /value 2 is not of type "string"/],
     [{ type: 'object', properties: { a: { type: 'integer', enum: [1, 1.5] } } }, /value 1.5 is not of type "integer"/],
     [{ type: 'object', properties: { a: { type: 'boolean', const: 'yes' } } }, /not of type "boolean"/],
+    // Structural keywords on a node with neither type nor oneOf (issue 31, A.4).
+    [{ type: 'object', properties: { a: { properties: { b: { type: 'string' } } } } }, /keyword "properties" needs a "type"/],
+    [{ type: 'object', properties: { a: { items: { type: 'string' } } } }, /keyword "items" needs a "type"/],
+    [{ type: 'object', properties: { a: { additionalProperties: false } } }, /keyword "additionalProperties" needs a "type"/],
+    [{ type: 'object', properties: { a: { required: [] } } }, /keyword "required" needs a "type"/],
+    [{ type: 'object', properties: { a: { type: 'array', items: { description: 'x', properties: {} } } } }, /items\/properties: keyword "properties" needs a "type"/],
   ])('schema %j is UNSUPPORTED_SCHEMA', async (outputSchema, message) => {
     const peer = await RawPeer.initialized(daemon.socket);
     const reply = await peer.request('subagent/start', { provider: 'echo', prompt: prompt('x'), parent, outputSchema });

@@ -87,7 +87,7 @@ it('a scripted parent starts a continuable child, gets its notice, gives it a la
   const [stopped] = await runParentLoop(a.tools, [[{ name: 'interrupt_agent', input: { agent_id: childId } }]], { parent });
   expect(stopped!.result.isError).toBe(false);
   await waitFor(() => a.inbox.length === 3, 10_000, () => 'the interrupted turn to settle');
-  expect(a.inbox[2]!.startsWith('memory was stopped.')).toBe(true);
+  expect(a.inbox[2]!.startsWith('memory was stopped before it finished.')).toBe(true);
 });
 
 it("two clients cannot message or interrupt each other's children through the tools", async () => {

@@ -4,6 +4,7 @@
  * never finishes. Driven through the exported tool over an in-memory service (test/support).
  */
 import { describe, expect, it } from 'vitest';
+import { SubagentError } from '../protocol/index.js';
 import { createSubagentTool, headline, type SubagentToolConfig } from '../tool/index.js';
 import { waitFor } from './support/scripted-fixtures.js';
 import { FakeService, provider, text } from './support/tool-fakes.js';
@@ -183,7 +184,7 @@ describe('background one-shot jobs', () => {
     service.startBehaviour = (request) =>
       new Promise((_, reject) => {
         signals.push(request.signal);
-        request.signal.addEventListener('abort', () => reject(new Error('start cancelled')), { once: true });
+        request.signal.addEventListener('abort', () => reject(new SubagentError('ABORTED', 'start cancelled')), { once: true });
       });
     const call = new AbortController();
     await callOnce(tool, { ...input, run_in_background: true }, { parent: 'agent', signal: call.signal });

@@ -3,7 +3,9 @@
  * (`<toolName>-1`, …) at once and the child no longer belongs to the call's signal. A job settles
  * as completed (its output), killed (stop reason `aborted`) or failed (the reason, then
  * `; diagnostic: …`); the run is disposed BEFORE the outcome is reported, and a dispose failure is
- * appended (`…; dispose failed: …`). Killing a job whose start is still pending cancels the start.
+ * appended (`…; dispose failed: …`). Killing a job aborts its signal with the reason
+ * "background subagent task killed"; a job whose start is still pending is then `killed` when the
+ * start rolls back as ABORTED, and `failed` with the error when the rollback fails.
  * `job_output` and `job_kill` are the model's view of the table.
  */
 import type { SubagentRun } from '../protocol/index.js';
@@ -30,6 +32,15 @@ interface Job {
   detail?: string;
   readonly controller: AbortController;
   readonly settled: Promise<void>;
+}
+
+/** The abort reason a killed job's child gets. */
+export const KILL_REASON = 'background subagent task killed';
+
+/** A start that rejected because it was cancelled (the seam's ABORTED, or a DOM-style AbortError). */
+function isAbortError(error: unknown): boolean {
+  if (typeof error !== 'object' || error === null) return false;
+  return (error as { code?: unknown }).code === 'ABORTED' || (error as { name?: unknown }).name === 'AbortError';
 }
 
 export const JOB_OUTPUT_TOOL = 'job_output';
@@ -67,7 +78,8 @@ export class BackgroundJobs {
     try {
       run = await begin(job.controller.signal);
     } catch (error) {
-      if (job.controller.signal.aborted) finish(job, 'killed', '', 'killed before its child started');
+      // Killed only when the start was rolled back as cancelled; a rollback that failed is reported.
+      if (job.controller.signal.aborted && isAbortError(error)) finish(job, 'killed', '', 'killed before its child started');
       else finish(job, 'failed', '', `the subagent could not start: ${messageOf(error)}`);
       return;
     }
@@ -108,7 +120,7 @@ export class BackgroundJobs {
   async kill(id: string): Promise<JobSnapshot | undefined> {
     const job = this.jobs.get(id);
     if (!job) return undefined;
-    job.controller.abort();
+    job.controller.abort(new Error(KILL_REASON));
     await job.settled;
     return snapshot(job);
   }

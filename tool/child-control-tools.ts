@@ -1,6 +1,6 @@
 /**
  * The model-facing control surface over continuable children: `send_message` (a later turn for
- * one of your children), `interrupt_agent` (stop a child's current turn, keep its inbox) and
+ * one of your children), `interrupt_agent` (stop a child's current turn, park its inbox until the next message) and
  * `list_agents` (your children or all descendants). Authority is the service's (only the direct
  * parent sends, the parent or an ancestor interrupts); a refusal comes back as an error result
  * with the service's reason. Every call needs a calling agent.
@@ -50,7 +50,7 @@ export function createChildControlTools<Parent>(
   const interruptAgent: ToolDefinition<Parent> = {
     name: 'interrupt_agent',
     description:
-      'Stop the current turn of one of your subagents or of their descendants. Messages already queued for it are kept; an agent that has already settled is left as it is.',
+      'Stop the current turn of one of your subagents or of their descendants. Messages already queued for it are kept until your next send_message to it; an agent that has already settled is left as it is.',
     inputSchema: objectSchema({ agent_id: { type: 'string', description: 'The id of the agent to interrupt.' } }, ['agent_id']),
     async execute(input, { parent }) {
       if (parent === undefined) return needsParent('interrupt_agent');

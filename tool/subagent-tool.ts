@@ -47,7 +47,10 @@ export interface SubagentToolHandle<Parent> {
    * put before the parent's next turn. Nothing is delivered when the service has no `children`.
    */
   onChildSettled(listener: (notice: ChildSettledNotice, message: ContentBlock[]) => void): () => void;
-  /** Stop following the service and kill unsettled background jobs. */
+  /**
+   * Unmount the tool for good (`current()` is undefined afterwards and a retained definition's
+   * `execute` refuses), stop following the service, and kill unsettled background jobs.
+   */
   dispose(): Promise<void>;
 }
 
@@ -61,11 +64,13 @@ export function createSubagentTool<Parent>(
   const listeners = new Set<(change: SubagentToolChange<Parent>) => void>();
   let tool: ToolDefinition<Parent> | undefined;
   let refused: SubagentError | undefined;
+  let disposed = false;
+  const mounted = (): boolean => !disposed;
 
   const remount = (): void => {
-    const provider = service.getProvider(settings.provider);
+    const provider = disposed ? undefined : service.getProvider(settings.provider);
     refused = provider === undefined ? undefined : mountRefusal(service, provider, settings);
-    tool = provider === undefined || refused !== undefined ? undefined : buildTool(service, provider, settings, jobs);
+    tool = provider === undefined || refused !== undefined ? undefined : buildTool(service, provider, settings, jobs, mounted);
     const change = { tool, refusal: refused };
     for (const listener of listeners) {
       try {
@@ -101,8 +106,13 @@ export function createSubagentTool<Parent>(
       return () => subscription?.dispose();
     },
     async dispose() {
-      for (const unsubscribe of subscriptions.splice(0)) unsubscribe();
-      listeners.clear();
+      if (!disposed) {
+        // Unmounted for good: `current()` is undefined, and a definition a harness kept refuses.
+        disposed = true;
+        for (const unsubscribe of subscriptions.splice(0)) unsubscribe();
+        remount();
+        listeners.clear();
+      }
       await jobs.killAll();
     },
   };
@@ -163,6 +173,7 @@ function buildTool<Parent>(
   provider: ToolProvider,
   settings: ResolvedToolConfig,
   jobs: BackgroundJobs,
+  mounted: () => boolean,
 ): ToolDefinition<Parent> {
   const wording = deriveWording({
     inheritsParentContext: provider.inheritsParentContext,
@@ -177,6 +188,7 @@ function buildTool<Parent>(
     description: wording.description,
     inputSchema: wording.inputSchema,
     async execute(raw: unknown, context: ToolCallContext<Parent>): Promise<ToolResult> {
+      if (!mounted()) return textResult(`${name} is no longer available: the tool was disposed`, true);
       const input = parseInput(name, raw);
       if ('isError' in input) return input;
       if (input.runInBackground === true && !settings.enableRunInBackground) {
@@ -188,7 +200,7 @@ function buildTool<Parent>(
       const request = (signal: AbortSignal): ToolStartRequest<Parent> => buildRequest(settings, input, parent, signal);
       const background = input.runInBackground ?? settings.backgroundMode === 'continuable';
       if (!background) return runForeground(service, settings.provider, request(context.signal ?? new AbortController().signal));
-      if (settings.backgroundMode === 'continuable') return startContinuable(service, settings.provider, request, input.description);
+      if (settings.backgroundMode === 'continuable') return startContinuable(service, settings.provider, request, input.description, context.signal);
       const jobId = jobs.launch(name, input.description, (signal) => service.start(settings.provider, request(signal)));
       return textResult(
         `started background job ${jobId} (${input.description}). Read its result with ${JOB_OUTPUT_TOOL} {"job_id": "${jobId}"} (add "wait": true to wait for it); stop it with ${JOB_KILL_TOOL}.`,
@@ -229,18 +241,26 @@ async function startContinuable<Parent>(
   provider: string,
   request: (signal: AbortSignal) => ToolStartRequest<Parent>,
   label: string,
+  callSignal: AbortSignal | undefined,
 ): Promise<ToolResult> {
   const children = service.children;
   if (children === undefined) return textResult('this service cannot continue children', true);
+  // The call's signal cancels the start until the service accepts the child (an aborted call
+  // creates no child); from then on the child outlives the call.
+  const start = new AbortController();
+  const follow = (): void => start.abort(callSignal?.reason);
+  callSignal?.addEventListener('abort', follow, { once: true });
   try {
-    // The child outlives the call: its own signal, not the call's.
-    const { childId } = await children.start(provider, request(new AbortController().signal));
+    const { childId } = await children.start(provider, request(start.signal));
     return textResult(
       `started subagent ${childId} (${label}) in the background. You get a message when it settles. ` +
         `send_message {"subagent_id": "${childId}", "message": …} gives it a later turn; interrupt_agent {"agent_id": "${childId}"} stops its current turn.`,
     );
   } catch (error) {
     const code = error instanceof SubagentError ? ` (${error.code})` : '';
+    if (start.signal.aborted) return textResult(`subagent run was cancelled before its child started${code}: ${messageOf(error)}`, true);
     return textResult(`subagent could not start${code}: ${messageOf(error)}`, true);
+  } finally {
+    callSignal?.removeEventListener('abort', follow);
   }
 }

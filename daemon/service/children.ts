@@ -9,7 +9,11 @@
  *   idle child is woken; a child a previous daemon ran is taken back with its recorded run token
  *   and restored from its session log (NOT_RESUMABLE when its provider or log cannot);
  * - when a turn ends with an empty inbox the child is idle and its parent gets one settlement
- *   notice (`child/settled`); an owner with no connection gets it when it next attaches.
+ *   notice (`child/settled`); an owner with no connection gets it when it next attaches;
+ * - an interrupted turn parks the inbox: the child goes idle, its parent hears it was stopped, and
+ *   the queued messages wait for the next `child/send` (which runs them first, in order);
+ * - a `report` the child makes before its start has returned (in its first step) is held until the
+ *   child is recorded, then relayed.
  *
  * Authority is in lineage.ts. Failures: unknown child → NOT_RESUMABLE on send, no-op on interrupt.
  */
@@ -43,12 +47,14 @@ export interface ChildSubscriber {
 }
 
 export const hashOwnerKey = (key: string): string => createHash('sha256').update(key).digest('hex');
+/** Reports one child may make before its start returns; more are a runaway, and dropped. */
+const MAX_EARLY_REPORTS = 64;
 const mintMessageId = (): string => `msg_${randomBytes(12).toString('base64url')}`;
 
 /** The settlement notice's wording: how the turn ended, then the child's closing message. */
 export function settledNotice(childId: string, label: string | undefined, result: SubagentResult, parentId: string): ChildSettledParams {
   const name = label ?? `child ${childId}`;
-  const verbs: Record<string, string> = { completed: 'finished', aborted: 'was stopped', 'max-tokens': 'ran out of room', refusal: 'declined' };
+  const verbs: Record<string, string> = { completed: 'finished', aborted: 'was stopped before it finished', 'max-tokens': 'ran out of room', refusal: 'declined' };
   const verb = verbs[result.stopReason] ?? `failed (${result.stopReason}${result.diagnostic ? `: ${result.diagnostic}` : ''})`;
   const closing = result.output.map((block) => (block.type === 'text' ? block.text : '')).join('');
   const text = `${name} ${verb}. ${closing ? `Its closing message:\n${closing}` : 'It left no closing message.'}`;
@@ -59,6 +65,11 @@ export class ContinuableChildren {
   private readonly owners = new Map<string, RunOwner>();
   private readonly subscribers = new Map<string, Set<ChildSubscriber>>();
   private readonly reportSink = (childId: string, output: string, mode: ChildReportParams['mode']): void => this.relayReport(childId, output, mode);
+  /** Turns (by run id) an interrupt stopped: their end parks the inbox instead of running it. */
+  private readonly interrupted = new Set<string>();
+  /** Starts not yet recorded, and the reports their children made meanwhile (by child id). */
+  private startsInFlight = 0;
+  private readonly earlyReports = new Map<string, Array<{ output: string; mode: ChildReportParams['mode'] }>>();
 
   constructor(
     private readonly service: SubagentService,
@@ -89,7 +100,14 @@ export class ContinuableChildren {
     }
     const { ownerKey: _key, ...start } = params;
     const label = params.label;
-    const started = await this.service.start(start, this.ownerFor(ownerHash), cancel, { report: this.reportSink });
+    this.startsInFlight += 1;
+    let started;
+    try {
+      started = await this.service.start(start, this.ownerFor(ownerHash), cancel, { report: this.reportSink });
+    } catch (error) {
+      this.endStart(undefined);
+      throw error;
+    }
     const messageId = mintMessageId();
     this.index.put({
       childId: started.id,
@@ -105,6 +123,7 @@ export class ContinuableChildren {
       undelivered: [],
       createdAt: isoTime(),
     });
+    this.endStart(started.id);
     this.watch(started.id, started.runId);
     return { childId: started.id, messageId };
   }
@@ -125,14 +144,16 @@ export class ContinuableChildren {
     return { childId, messageId: queued.messageId };
   }
 
-  /** Settled or absent targets are no-ops; the inbox is kept (its next message runs after the stop). */
+  /** Settled or absent targets are no-ops; the inbox is kept, parked until the next `child/send`. */
   interrupt(ownerKey: string, childId: string, by: string, level: InterruptLevel, subscriber: ChildSubscriber): void {
     const ownerHash = this.attachSubscriber(ownerKey, subscriber);
     const record = this.index.get(childId);
     if (!record) return;
     checkInterrupter(this.index, record, ownerHash, by);
     if (record.status !== 'running') return;
+    this.interrupted.add(record.runId);
     this.service.cancel(record.runId, this.ownerFor(ownerHash), level).catch((error: unknown) => {
+      this.interrupted.delete(record.runId);
       // The turn is already over (or is being handed back by a restart): nothing runs to stop.
       this.log.debug({ err: error, childId }, 'interrupt found no running turn');
     });
@@ -230,10 +251,11 @@ export class ContinuableChildren {
   }
 
   private async turnEnded(childId: string, runId: string, result: SubagentResult): Promise<void> {
+    const parked = this.interrupted.delete(runId);
     const record = this.index.get(childId);
     // A shutting-down daemon's turns end here too: the next daemon takes them over.
     if (!record || record.runId !== runId || this.service.isShuttingDown) return;
-    const [next, ...rest] = record.inbox;
+    const [next, ...rest] = parked ? [] : record.inbox;
     if (next) {
       try {
         await this.wake(record, next, rest);
@@ -247,10 +269,25 @@ export class ContinuableChildren {
     this.deliver(idle, { ...settledNotice(childId, idle.label, result, idle.parentId), ...(idle.messageId !== undefined && { messageId: idle.messageId }) });
   }
 
+  /** A start has returned (`childId` recorded) or failed (undefined): relay what its child reported early. */
+  private endStart(childId: string | undefined): void {
+    this.startsInFlight -= 1;
+    const early = childId === undefined ? undefined : this.earlyReports.get(childId);
+    if (childId !== undefined) this.earlyReports.delete(childId);
+    // No start left that could claim the rest: they belonged to starts that failed.
+    if (this.startsInFlight === 0) this.earlyReports.clear();
+    for (const { output, mode } of early ?? []) this.relayReport(childId!, output, mode);
+  }
+
   /** A child's `report`: to the owner's open connections now; a report nobody is there for is dropped. */
   private relayReport(childId: string, output: string, mode: ChildReportParams['mode']): void {
     const record = this.index.get(childId);
-    if (!record) return;
+    if (!record) {
+      // Made in the child's first step, before its start returned: held until it is recorded.
+      const held = this.earlyReports.get(childId) ?? [];
+      if (this.startsInFlight > 0 && held.length < MAX_EARLY_REPORTS) this.earlyReports.set(childId, [...held, { output, mode }]);
+      return;
+    }
     const report: ChildReportParams = { childId, parentId: record.parentId, ...(record.label !== undefined && { label: record.label }), output, mode };
     const subscribers = this.openSubscribers(record.ownerHash);
     if (subscribers.length === 0) this.log.info({ childId }, 'a child reported while its owner had no connection: report dropped');

@@ -41,7 +41,10 @@ export function ancestorsOf(view: LineageView, record: ChildRecord): string[] {
   return chain;
 }
 
-/** Children of `of` (scope `children`) or all its descendants, breadth first, with parent and depth. */
+/**
+ * Children of `of` (scope `children`) or all its descendants in pre-order (each child followed by
+ * its own subtree, so an indented listing nests right), with parent and depth.
+ */
 export function listLineage(view: LineageView, ownerHash: string, of: string, scope: 'children' | 'descendants'): ChildEntry[] {
   const byParent = new Map<string, ChildRecord[]>();
   for (const record of view.all()) {
@@ -52,25 +55,26 @@ export function listLineage(view: LineageView, ownerHash: string, of: string, sc
   }
   const entries: ChildEntry[] = [];
   const seen = new Set<string>([of]);
-  let level: Array<{ id: string }> = [{ id: of }];
-  for (let depth = 1; level.length > 0; depth += 1) {
-    const next: Array<{ id: string }> = [];
-    for (const parent of level) {
-      for (const child of byParent.get(parent.id) ?? []) {
-        if (seen.has(child.childId)) continue;
-        seen.add(child.childId);
-        entries.push({
-          id: child.childId,
-          status: child.status,
-          ...(child.label !== undefined && { label: child.label }),
-          hasChildren: (byParent.get(child.childId)?.length ?? 0) > 0,
-          ...(scope === 'descendants' && { parentId: child.parentId, depth }),
-        });
-        next.push({ id: child.childId });
-      }
-    }
-    if (scope === 'children') break;
-    level = next;
+  // An explicit stack (a long chain of damaged records must not overflow the call stack); the
+  // siblings go on it in reverse so they come off in their recorded order.
+  const stack: Array<{ record: ChildRecord; depth: number }> = [];
+  const pushChildren = (parentId: string, depth: number): void => {
+    const children = byParent.get(parentId) ?? [];
+    for (let i = children.length - 1; i >= 0; i -= 1) stack.push({ record: children[i]!, depth });
+  };
+  pushChildren(of, 1);
+  for (let next = stack.pop(); next !== undefined; next = stack.pop()) {
+    const { record: child, depth } = next;
+    if (seen.has(child.childId)) continue;
+    seen.add(child.childId);
+    entries.push({
+      id: child.childId,
+      status: child.status,
+      ...(child.label !== undefined && { label: child.label }),
+      hasChildren: (byParent.get(child.childId)?.length ?? 0) > 0,
+      ...(scope === 'descendants' && { parentId: child.parentId, depth }),
+    });
+    if (scope === 'descendants') pushChildren(child.childId, depth + 1);
   }
   return entries;
 }

@@ -5,13 +5,18 @@
  * `title`, `default`, `examples`. Anything else is rejected at start, naming the violation.
  * Keywords must also fit the schema's declared `type`: `properties`, `required` and
  * `additionalProperties` only on objects, `items` only on arrays, `enum`/`const` only on scalar
- * types and with values of that type, and `required` names only declared properties.
+ * types and with values of that type, and `required` names only declared properties. A node with
+ * neither `type` nor `oneOf` carries no structural keyword (`properties`, `required`,
+ * `additionalProperties`, `items`): `properties` without `type: "object"` is refused, as the
+ * reference refuses it. A scalar `enum` / `const` is its own type and may stand alone.
  */
 import { SubagentError } from '../../protocol/index.js';
 
 const TYPES = new Set(['object', 'array', 'string', 'number', 'integer', 'boolean', 'null']);
 const ANNOTATIONS = new Set(['description', 'title', 'default', 'examples']);
 const KEYWORDS = new Set(['type', 'oneOf', 'properties', 'required', 'additionalProperties', 'items', 'enum', 'const']);
+/** Keywords that say what an object or array holds: meaningless on a node that declares no type. */
+const TYPED_KEYWORDS = new Set(['properties', 'required', 'additionalProperties', 'items']);
 
 export function assertObjectJsonSchema(schema: unknown): void {
   check(schema, '#', true);
@@ -63,6 +68,9 @@ function check(schema: unknown, path: string, root: boolean): void {
     branches.forEach((branch, i) => check(branch, `${path}/oneOf/${i}`, root));
   } else if (root && s['type'] !== 'object') {
     fail(path, 'the root must be an object schema (type "object")');
+  } else if (!('type' in s)) {
+    const keyword = Object.keys(s).find((key) => TYPED_KEYWORDS.has(key));
+    if (keyword !== undefined) fail(`${path}/${keyword}`, `keyword "${keyword}" needs a "type" (or "oneOf") on the same node`);
   }
   for (const keyword of ['properties', 'required', 'additionalProperties']) requireType(s, path, keyword, 'object');
   requireType(s, path, 'items', 'array');

@@ -74,6 +74,7 @@ export class RunLifecycle {
     lease: Lease,
     answer: StartAnswer | undefined,
     lineage: Lineage,
+    accept?: () => boolean,
   ): Promise<StartResult> {
     const identity: SubagentStartEvent = { runId: host.runId, provider, id: run.id, local: run.localAgent !== undefined };
     const continues = lineage.continues;
@@ -128,7 +129,14 @@ export class RunLifecycle {
       () => undefined,
     );
     try {
-      await written;
+      // A `$/cancelRequest` the client wrote right after the start may still sit unread on the
+      // socket: let one poll phase read it (alongside the write, which usually takes longer).
+      await Promise.all([written, accept && pendingInputRead()]);
+      // Cancelled while the record was written: rolled back before any lifecycle event.
+      if (accept && !accept()) {
+        this.record(record, { state: 'disposed', settledAt: isoNow(), result: { output: [], stopReason: 'aborted' } });
+        throw new SubagentError('ABORTED', 'start was cancelled before the child was ready');
+      }
     } catch (error) {
       this.table.forget(record);
       if (replaced) this.table.add(replaced);
@@ -264,4 +272,13 @@ export class RunLifecycle {
     })();
     return record.disposing;
   }
+}
+
+/**
+ * Resolves after the event loop has passed through a poll phase, so input already waiting on a
+ * socket has been read and dispatched. Two check-phase hops: the first runs before the next poll,
+ * the second after it.
+ */
+function pendingInputRead(): Promise<void> {
+  return new Promise((resolve) => setImmediate(() => setImmediate(resolve)));
 }

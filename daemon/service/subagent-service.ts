@@ -152,9 +152,14 @@ export class SubagentService {
     const depth = childDepth(params.parent, params.maxDepth);
     const runId = mintRunId();
     const abort = new AbortController();
-    const onCancel = (): void => abort.abort(new SubagentError('ABORTED', 'start was cancelled before the child was ready'));
+    // The start's cancel rolls it back until its answer is decided (publish's `accept`), never later.
+    let answering = false;
+    const onCancel = (): void => {
+      if (!answering) abort.abort(new SubagentError('ABORTED', 'start was cancelled before the child was ready'));
+    };
     if (cancel.aborted) onCancel();
     cancel.addEventListener('abort', onCancel, { once: true });
+    const stopListening = (): void => cancel.removeEventListener('abort', onCancel);
     const host = new OwnedRunHost(runId, owner, params.stream === true, this.log, provider.name, this.maxOutputBytes);
     const observers = this.observers;
     host.observers = observers;
@@ -183,15 +188,16 @@ export class SubagentService {
       progress?.({ kind: 'starting' });
       run = await provider.start({ ...toProviderRequest(params, depth, abort.signal, host), ...(extras.report && { report: extras.report }), ...(progress && { progress }) });
     } catch (error) {
+      stopListening();
       lease?.release();
       const failure = this.startFailure(error, abort.signal, provider.name);
       observers?.startFailed(runId, failure.code);
       throw failure;
     } finally {
-      cancel.removeEventListener('abort', onCancel);
       this.table.starting.delete(runId);
     }
     if (abort.signal.aborted || !owner.open) {
+      stopListening();
       // Ready too late: the caller already gave up, so the run is never published.
       await run.dispose().catch((error: unknown) => this.log.warn({ err: error, runId }, 'dispose after late readiness failed'));
       lease.release();
@@ -204,10 +210,32 @@ export class SubagentService {
       // The lineage's depth cap, for a restored child's nested delegation.
       ...(params.maxDepth !== undefined && { maxDepth: params.maxDepth }),
     };
-    const started = await this.lifecycle.publish(provider.name, run, owner, abort, host, lease, extras.answer, {
-      restore,
-      ...(extras.parentRunId !== undefined && { parentRunId: extras.parentRunId }),
-    });
+    // A cancel read while the run's record is written still rolls the start back: publish asks
+    // (after the write, before any lifecycle event) and from then on the run's cancel is its own.
+    const accept = (): boolean => {
+      answering = true;
+      stopListening();
+      return !abort.signal.aborted && owner.open;
+    };
+    let started: StartResult;
+    try {
+      started = await this.lifecycle.publish(
+        provider.name,
+        run,
+        owner,
+        abort,
+        host,
+        lease,
+        extras.answer,
+        { restore, ...(extras.parentRunId !== undefined && { parentRunId: extras.parentRunId }) },
+        accept,
+      );
+    } catch (error) {
+      if (error instanceof SubagentError && error.code === 'ABORTED') observers?.startFailed(runId, 'ABORTED');
+      throw error;
+    } finally {
+      stopListening();
+    }
     observers?.ready(started.runId, { id: started.id });
     progress?.({ kind: 'ready', runId: started.runId });
     return started;
