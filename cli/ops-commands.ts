@@ -87,6 +87,7 @@ export async function statusCommand(settings: CommonSettings): Promise<number> {
           ['protocol', status.protocolVersion],
           ['connections', String(status.connections)],
           ['runs', `starting ${runs.starting}  running ${runs.running}  settled ${runs.settled}  disposed ${runs.disposed}`],
+          ['slots', `${admission.roots ?? admission.running} roots, ${admission.descendants ?? 0} descendants on their parents' slots, ${admission.descendantsWaiting ?? 0} waiting for a parent's slot`],
           ['queue', `${admission.queued} waiting; limits ${admission.limits.maxConcurrentRuns} runs, ${admission.limits.maxRunsPerConnection} per connection, ${admission.limits.maxQueued} queued`],
           ['providers', status.providers.join(', ')],
           ...(status.shell ? [['shell', status.shell === 'unsandboxed' ? 'unsandboxed (tools.shellUnsandboxed: commands see everything the daemon sees)' : 'sandboxed (bubblewrap)']] : []),

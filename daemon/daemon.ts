@@ -261,7 +261,9 @@ export function createDaemon(options: DaemonOptions): Daemon {
       const share = byConnection[connection.id];
       if (share) named[connection.id] = { ...share, client: connection.clientName };
     }
-    return { running, queued, limits: ledger.limits, byConnection: named };
+    // How slots are held: roots on the shared budget, descendants on the slot their parent lent them.
+    const lineage = service.lineageAdmission();
+    return { running, queued, roots: running, descendants: lineage.descendants, descendantsWaiting: lineage.waiting, limits: ledger.limits, byConnection: named };
   };
 
   /**

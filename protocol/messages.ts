@@ -413,11 +413,19 @@ export const StatusRequest = defineRequest(
       runs: obj({ starting: count, running: count, settled: count, disposed: count }, ['starting', 'running', 'settled', 'disposed'], true),
       providers: arr(nonEmpty(128), 1024),
       shuttingDown: bool,
-      /** The shared concurrency budget: live runs, queued starts, and each connection's share. */
+      /**
+       * The shared concurrency budget: live runs, queued starts, and each connection's share. How
+       * slots are held: `roots` (runs on a slot of the budget, = `running`), `descendants` (nested
+       * runs on the slot their waiting parent lent them), `descendantsWaiting` (nested starts
+       * waiting for their parent's slot); see docs/security.md, "Admission of lineages".
+       */
       admission: obj(
         {
           running: count,
           queued: count,
+          roots: count,
+          descendants: count,
+          descendantsWaiting: count,
           limits: obj(
             { maxConcurrentRuns: figure, maxRunsPerConnection: figure, maxQueued: figure },
             ['maxConcurrentRuns', 'maxRunsPerConnection', 'maxQueued'],

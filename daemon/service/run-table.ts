@@ -46,6 +46,8 @@ export interface LiveRun {
   /** Settled, undisposed, and left `settled` in the ledger by a drain: its owner may resume it under the next daemon. */
   keptForNextDaemon?: boolean;
   graceTimer?: NodeJS.Timeout;
+  /** Cancelled `after-step` (itself or an ancestor): it and every run it starts end after their current step. */
+  stopsAfterStep?: boolean;
   /** The ledger record's revision as last written, and the chain that writes its transitions in order. */
   revision: number;
   recorded: Promise<void>;
@@ -110,6 +112,19 @@ export class RunTable {
       if (child.parentRunId !== runId || child.state !== 'running') continue;
       child.abort.abort(new SubagentError('ABORTED', `its parent run ${runId} was cancelled`));
       this.cancelDescendants(child.runId);
+    }
+  }
+
+  /**
+   * Nested delegation: an `after-step` cancel reaches every descendant at the same level, so the
+   * whole lineage ends within one step of each run (a descendant without `interrupt` stops now).
+   */
+  stopAfterStep(run: LiveRun): void {
+    run.stopsAfterStep = true;
+    if (run.run?.interrupt) run.run.interrupt('after-step');
+    else run.abort.abort(new SubagentError('ABORTED', 'the run was cancelled'));
+    for (const child of this.nested) {
+      if (child.parentRunId === run.runId && child.state === 'running' && !child.stopsAfterStep) this.stopAfterStep(child);
     }
   }
 

@@ -37,6 +37,7 @@ import {
 } from '../../protocol/index.js';
 import type { DaemonProvider, DaemonRun, IsolationRequest, ProviderStartRequest, RunHost } from '../provider.js';
 import type { Lease, ListedRun, RunLedger, StoredRun } from '../store/run-ledger.js';
+import { LineageSlots, type LineageSlotStats } from './lineage-slots.js';
 import { ProviderRegistry } from './provider-registry.js';
 import { checkStartRequest, childDepth } from './start-checks.js';
 import { OwnedRunHost } from './run-hosting.js';
@@ -79,6 +80,8 @@ export class SubagentService {
   readonly registry: ProviderRegistry;
   readonly ledger: RunLedger;
   private readonly table = new RunTable();
+  /** Slots lent by parents to their nested children: the admission rule of lineages. */
+  private readonly lineageSlots = new LineageSlots();
   private readonly recovery: RunRecovery;
   private readonly lifecycle: RunLifecycle;
   private readonly detachGraceMs: number;
@@ -183,7 +186,11 @@ export class SubagentService {
     try {
       this.ledger.assertRecordable(); // a run the ledger cannot hold would be lost at a restart
       const queuedAt = observers && monotonicMs();
-      lease = await this.ledger.admit(owner.id, provider.name, abort.signal, progress && ((position) => progress({ kind: 'queued', position })));
+      // A nested start runs on its parent's slot (lineage-slots.ts); a root start waits its fair turn.
+      lease =
+        extras.parentRunId !== undefined
+          ? await this.lineageSlots.borrow(extras.parentRunId, abort.signal)
+          : await this.ledger.admit(owner.id, provider.name, abort.signal, progress && ((position) => progress({ kind: 'queued', position })));
       if (queuedAt !== undefined) observers?.admitted(runId, monotonicMs() - queuedAt);
       progress?.({ kind: 'starting' });
       run = await provider.start({ ...toProviderRequest(params, depth, abort.signal, host), ...(extras.report && { report: extras.report }), ...(progress && { progress }) });
@@ -237,6 +244,10 @@ export class SubagentService {
       stopListening();
     }
     observers?.ready(started.runId, { id: started.id });
+    // Started by a run already told to stop after its step: this one gets the same level.
+    const parentRun = extras.parentRunId !== undefined ? this.table.get(extras.parentRunId) : undefined;
+    const published = this.table.get(started.runId);
+    if (parentRun?.stopsAfterStep && published?.state === 'running') this.table.stopAfterStep(published);
     progress?.({ kind: 'ready', runId: started.runId });
     return started;
   }
@@ -252,7 +263,7 @@ export class SubagentService {
   async cancel(runId: string, owner: RunOwner, level: InterruptLevel = 'now'): Promise<void> {
     const record = await this.table.owned(runId, owner, this.ledger);
     if (record.state !== 'running') return;
-    if (level === 'after-step' && record.run?.interrupt) record.run.interrupt('after-step');
+    if (level === 'after-step' && record.run?.interrupt) this.table.stopAfterStep(record);
     else {
       record.abort.abort(new SubagentError('ABORTED', 'the run was cancelled'));
       this.table.cancelDescendants(record.runId);
@@ -433,6 +444,11 @@ export class SubagentService {
     const entitled = record.owner === asker || (runToken !== undefined && tokenMatches(runToken, record.tokenHash));
     const session = entitled ? sessionOf(record.run?.localAgent) : undefined;
     return session ? { run: liveInfo(record, asker), header: session.header, events: [...session.events] } : { run: liveInfo(record, asker) };
+  }
+
+  /** How many runs hold a slot lent by their parent, and how many nested starts wait for one. */
+  lineageAdmission(): LineageSlotStats {
+    return this.lineageSlots.stats();
   }
 
   counts(): Record<RunState, number> {
