@@ -139,6 +139,8 @@ export async function daemonCommand(argv: string[]): Promise<number> {
     admission,
     ...(settings.config.maxFrameBytes !== undefined && { frameLimits: { maxFrameBytes: settings.config.maxFrameBytes } }),
     ...(settings.config.maxConnections !== undefined && { maxConnections: settings.config.maxConnections }),
+    ...(settings.config.limits?.preAuthBytes !== undefined && { preAuthBytes: settings.config.limits.preAuthBytes }),
+    ...(settings.config.limits?.preAuthTotalBytes !== undefined && { preAuthTotalBytes: settings.config.limits.preAuthTotalBytes }),
     ...(settings.config.maxUnsentBytes !== undefined && { maxUnsentBytes: settings.config.maxUnsentBytes }),
     settingsStatus: () => reloadable.status(),
     worktrees: {

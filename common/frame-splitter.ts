@@ -70,6 +70,15 @@ export class FrameSplitter {
     this.split();
   }
 
+  /** Stop for good and let go of everything buffered: the peer is being cut off unread. */
+  discard(): void {
+    this.dead = true;
+    this.head = EMPTY;
+    this.offset = 0;
+    this.tail = [];
+    this.tailBytes = 0;
+  }
+
   /** Whatever is buffered and not yet handed over (a relay that stops splitting passes it on raw). */
   rest(): Buffer {
     this.gather();

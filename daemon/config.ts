@@ -54,6 +54,10 @@ export interface DaemonConfig {
     readonly maxQueued?: number;
     /** Cap on one run's output and on its event stream; at most MAX_TEXT_BYTES (protocol/output-cap.ts). */
     readonly maxOutputBytes?: number;
+    /** Bytes one connection may send before its initialize is accepted (default 64 KiB). */
+    readonly preAuthBytes?: number;
+    /** Bytes all connections not yet initialized may make the daemon hold together (default 4 MiB). */
+    readonly preAuthTotalBytes?: number;
     /** Cap on one stdin line of the MCP and ACP faces (default 4 MiB); longer lines get -32600. */
     readonly faceLineBytes?: number;
   };
@@ -184,6 +188,8 @@ const schema = {
         // Below the client's text-block cap, so a capped answer always validates there.
         maxOutputBytes: { type: 'integer', minimum: 1024, maximum: MAX_TEXT_BYTES },
         faceLineBytes: { type: 'integer', minimum: 1024, maximum: 1024 * 1024 * 1024 },
+        preAuthBytes: { type: 'integer', minimum: 1024, maximum: 1024 * 1024 * 1024 },
+        preAuthTotalBytes: { type: 'integer', minimum: 1024, maximum: 1024 * 1024 * 1024 },
       },
     },
     persona: { type: 'string' },

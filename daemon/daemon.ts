@@ -45,6 +45,7 @@ import { createLogger } from './ops/logger.js';
 import { sessionFilePath, stateFiles } from './ops/paths.js';
 import { readSessionFile } from './store/session-reader.js';
 import { PollSpin } from './connection/poll-spin.js';
+import { PreAuthBudget } from './connection/pre-auth-budget.js';
 import { WorktreeIsolation, type IsolationOptions } from './worktrees/isolating-provider.js';
 
 export interface DaemonOptions {
@@ -67,6 +68,10 @@ export interface DaemonOptions {
   readonly initializeTimeoutMs?: number;
   /** Unix-socket connections served at once; more are refused at accept (default 1024). */
   readonly maxConnections?: number;
+  /** Bytes one connection may send before its `initialize` is accepted (default 64 KiB; pre-auth-budget.ts). */
+  readonly preAuthBytes?: number;
+  /** Bytes all connections not yet initialized may make the daemon hold together (default 4 MiB). */
+  readonly preAuthTotalBytes?: number;
   /** Days a session log is kept after its last write (default 14; `retention.sessions.maxAgeDays` wins). */
   readonly sessionRetentionDays?: number;
   /** Retention of stored runs and session logs by age and count (defaults in store/run-retention.ts). */
@@ -176,6 +181,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
   const connections = new Set<ClientConnection>();
   const maxUnixConnections = options.maxConnections ?? DEFAULT_MAX_UNIX_CONNECTIONS;
   const initializeTimeoutMs = options.initializeTimeoutMs ?? 30_000;
+  const preAuth = new PreAuthBudget(options.preAuthBytes, options.preAuthTotalBytes);
   const listeners: Array<{ close(): Promise<void>; tokenPath: string }> = [];
   let socketPath: string | undefined;
   let token: string | undefined;
@@ -292,6 +298,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
         maxUnsentBeforeCutoff: options.maxUnsentBeforeCutoff ?? 4096,
         maxUnsentBeforePause: 256,
         initializeTimeoutMs: initializeWithinMs,
+        preAuth,
         maxBacklogBytes: options.maxBacklogBytes ?? 1024 * 1024,
         maxUnsentBytes: options.maxUnsentBytes ?? DEFAULT_MAX_UNSENT_BYTES,
         // Write-ahead: what a client hears of (a token, a result) is in the run index first.
@@ -312,6 +319,25 @@ export function createDaemon(options: DaemonOptions): Daemon {
       ofListener?.delete(connection);
     });
     return connection;
+  };
+
+  /**
+   * Whether a listener at `cap` has room for one more: connections being closed do not count,
+   * and at the cap the oldest one not yet initialized is closed to make room, so peers that never
+   * say who they are cannot keep an owner with the token out. Full of initialized clients: no.
+   */
+  const makeRoom = (ours: Set<ClientConnection>, cap: number, kind: 'unix' | 'tcp'): boolean => {
+    let live = 0;
+    for (const connection of ours) if (connection.open) live += 1;
+    if (live < cap) return true;
+    for (const connection of ours) {
+      if (!connection.open || connection.authenticated) continue;
+      log.warn({ maxConnections: cap, listener: kind, conn: connection.id }, 'at the connection cap: closing the oldest connection not yet initialized');
+      connection.evict(`displaced by a newer connection: the daemon serves at most ${cap} ${kind} connections, and this one had not initialized`);
+      ours.delete(connection);
+      return true;
+    }
+    return false;
   };
 
   /** Refuses a connection over its listener's cap, saying why, without reading from it. */
@@ -340,7 +366,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
         path,
         (socket: Socket) => {
           socket.on('error', (error) => log.debug({ err: error }, 'socket error'));
-          if (ours.size >= maxUnixConnections) return refuse(socket, 'unix', maxUnixConnections);
+          if (!makeRoom(ours, maxUnixConnections, 'unix')) return refuse(socket, 'unix', maxUnixConnections);
           // end() flushes what is queued (a closing error); destroy() follows for a peer that never reads.
           const destroy = (): void => {
             socket.end();
@@ -367,7 +393,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
       const ours = new Set<ClientConnection>();
       const listener = await listenLoopbackTcp(host, port, (socket: Socket) => {
         socket.on('error', (error) => log.debug({ err: error }, 'tcp socket error'));
-        if (ours.size >= maxConnections) return refuse(socket, 'tcp', maxConnections);
+        if (!makeRoom(ours, maxConnections, 'tcp')) return refuse(socket, 'tcp', maxConnections);
         // end() flushes a closing error first; destroy() follows for a peer that never reads.
         const destroy = (): void => {
           socket.end();

@@ -6,7 +6,8 @@
  *  - a fatal frame followed at once by a hang-up (the farewell write then fails with EPIPE);
  *  - `subagent/start` followed at once by `$/cancelRequest`: never a published child;
  *  - an oversize frame from the client library: its error carries the daemon's closing reason;
- *  - TCP's own connection cap and its authentication deadline, with the unix socket unaffected;
+ *  - TCP's own connection cap (where a newcomer displaces the oldest peer not yet initialized)
+ *    and its authentication deadline, with the unix socket unaffected;
  *  - a hang-up at every stage of a start, on both transports: no running child is left behind.
  * Every case ends with the daemon alive and no unhandled rejection or uncaught exception logged.
  */
@@ -153,10 +154,11 @@ describe('a frame over the limit from the client library', () => {
 });
 
 describe('TCP has a connection cap and an authentication deadline of its own', () => {
-  it(`past ${TCP_CAP} TCP connections the next are refused with a reason, and unix clients still get in`, async () => {
+  it(`past ${TCP_CAP} initialized TCP connections the next are refused with a reason, and unix clients still get in`, async () => {
     const peers: RawPeer[] = [];
     try {
-      for (let i = 0; i < TCP_CAP + 3; i++) peers.push(await rawPeer(target, 'tcp'));
+      for (let i = 0; i < TCP_CAP; i++) peers.push(await initializedPeer(target, 'tcp', `tcp-${i}`));
+      for (let i = 0; i < 3; i++) peers.push(await rawPeer(target, 'tcp'));
       const refused = peers.slice(TCP_CAP);
       await Promise.all(refused.map((p) => Promise.race([p.whenClosed, sleep(5000)])));
       for (const p of refused) {
@@ -171,6 +173,24 @@ describe('TCP has a connection cap and an authentication deadline of its own', (
       unix.close();
     } finally {
       for (const p of peers) p.close();
+    }
+    expectHealthy();
+  });
+
+  it(`at the cap of ${TCP_CAP}, a new TCP connection displaces the oldest one not yet initialized, saying why`, async () => {
+    await pollUntil(() => bystander.ops.status(), (s) => s.connections <= 1, 5000, 'the earlier TCP peers to be gone');
+    const silent: RawPeer[] = [];
+    try {
+      for (let i = 0; i < TCP_CAP; i++) silent.push(await rawPeer(target, 'tcp'));
+      const owner = await initializedPeer(target, 'tcp', 'owner-at-cap');
+      expect((await owner.request('providers/list', {})).result).toBeDefined();
+      await Promise.race([silent[0]!.whenClosed, sleep(5000)]);
+      expect(silent[0]!.closed).toBe(true);
+      expect(silent[0]!.messages[0]?.error?.message).toMatch(new RegExp(`^closing: displaced by a newer connection: the daemon serves at most ${TCP_CAP} tcp connections`));
+      expect(silent.slice(1).every((p) => !p.closed)).toBe(true);
+      owner.close();
+    } finally {
+      for (const p of silent) p.close();
     }
     expectHealthy();
   });

@@ -83,6 +83,7 @@ import type { PollSpin } from './poll-spin.js';
 import { RunEventBatch } from './event-batch.js';
 import { ProgressBacklog } from './progress-backlog.js';
 import { GuardedMessageReader, type FrameLimits, type Violation } from './guarded-reader.js';
+import type { PreAuthBudget, PreAuthPeer } from './pre-auth-budget.js';
 import { tokensEqual } from '../../common/daemon-token.js';
 
 export interface ConnectionContext {
@@ -96,6 +97,8 @@ export interface ConnectionContext {
   readonly maxPendingNotifications: number;
   /** How long a new connection may take to call `initialize` before it is closed. */
   readonly initializeTimeoutMs: number;
+  /** Bounds what the daemon holds for this connection until its `initialize` is accepted. */
+  readonly preAuth?: PreAuthBudget;
   /** Unanswered requests plus unsent messages past which the client's input is held until it reads. */
   readonly maxUnsentBeforePause: number;
   /** Unsent notifications past which the client is cut off as not reading. */
@@ -129,7 +132,7 @@ const NEVER_ABORTED = new AbortController().signal;
 /** Violations logged per connection before they are only counted. */
 const LOGGED_VIOLATIONS = 3;
 
-export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber {
+export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber, PreAuthPeer {
   private readonly rpc: MessageConnection;
   private readonly writer: CountingWriter;
   private readonly log: Logger;
@@ -146,6 +149,8 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
   /** Runs whose start or resume reply is not yet written, and what waits for it (StartAnswer). */
   private readonly unanswered = new Map<string, () => void>();
   private holding = false;
+  /** Stops counting this connection against the pre-auth budget (once accepted). */
+  private releasePreAuth: () => void = () => undefined;
   private readonly unsubscribe: () => void;
   private readonly closedPromise: Promise<void>;
   private resolveClosed!: () => void;
@@ -235,6 +240,20 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
       if (change.kind === 'added') this.notify(ProviderAddedNotification, { provider: describeProvider(change.provider) });
       else this.notify(ProviderRemovedNotification, { name: change.name });
     });
+    // Before the reader's listener: a peer over its pre-auth bound is cut off before more is split.
+    const preAuth = ctx.preAuth;
+    if (preAuth) {
+      const count = (chunk: Buffer): void => {
+        if (this.initialized || this.closed) input.off('data', count);
+        else preAuth.add(this, chunk.length);
+      };
+      input.on('data', count);
+      void this.closedPromise.then(() => preAuth.release(this));
+      this.releasePreAuth = () => {
+        input.off('data', count);
+        preAuth.release(this);
+      };
+    }
     this.rpc.listen();
     // After the reader's own listener, so it never starts the stream flowing early.
     if (ctx.spin) input.on('data', ctx.spin.heard);
@@ -248,6 +267,21 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
 
   get open(): boolean {
     return !this.closed;
+  }
+
+  /** Whether its `initialize` was accepted (with the token, where one is required). */
+  get authenticated(): boolean {
+    return this.initialized;
+  }
+
+  /**
+   * PreAuthPeer: closed before it was accepted (over a pre-auth bound, or displaced at a
+   * listener's cap). Nothing more is read from it; the reason goes out as a farewell.
+   */
+  evict(reason: string): void {
+    if (this.closed) return;
+    this.reader.abandon();
+    this.closeWithFarewell(reason, 'before initialize: ');
   }
 
   get whenClosed(): Promise<void> {
@@ -552,6 +586,7 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber 
       throw new SubagentError('UNAUTHORIZED', 'missing or wrong daemon token: read it from the token file beside the socket');
     }
     this.initialized = true;
+    this.releasePreAuth();
     this.takesRetryEvents = minorOf(version) >= 1;
     this.takesWaitEvents = minorOf(version) >= 5;
     this.takesWorker = minorOf(version) >= 3;

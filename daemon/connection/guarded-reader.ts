@@ -67,6 +67,13 @@ export class GuardedMessageReader extends SplitMessageReader {
     this.readable.pause();
   }
 
+  /** Read nothing more from this peer and drop what it sent and was not yet split (it is being cut off). */
+  abandon(): void {
+    this.dead = true;
+    this.splitter.discard();
+    this.readable.pause();
+  }
+
   release(): void {
     this.readable.resume();
     this.splitter.resume(); // what was already buffered
