@@ -149,7 +149,7 @@ describe('config', () => {
       permission: 'deny',
       fileAccess: { read: true, write: false },
       initializeTimeoutMs: 30_000,
-      disposeGraceMs: { stdin: 6_000, term: 3_000 },
+      disposeGraceMs: { stdin: 6_000, term: 3_000, idleStdin: 200 },
       warm: 0,
       warmIdleMs: 600_000,
       reuseProcesses: false,
@@ -160,6 +160,7 @@ describe('config', () => {
   it('rejects values that would misbehave later', () => {
     expect(() => resolveAcpConfig({ name: 'a', command: 'x', permission: 'maybe' as 'ask' })).toThrow(/permission/);
     expect(() => resolveAcpConfig({ name: 'a', command: 'x', disposeGraceMs: { stdin: 2 ** 31, term: 0 } })).toThrow(/stdin/);
+    expect(() => resolveAcpConfig({ name: 'a', command: 'x', disposeGraceMs: { stdin: 0, term: 0, idleStdin: -1 } })).toThrow(/idleStdin/);
     expect(() => resolveAcpConfig({ name: 'a', command: 'x', env: { A: 1 as unknown as string } })).toThrow(/env\.A/);
     expect(() => resolveAcpConfig({ name: 'a', command: 'x', warm: 1.5 })).toThrow(/warm must be an integer/);
     expect(() => resolveAcpConfig({ name: 'a', command: 'x', warm: 3, maxProcesses: 2 })).toThrow(/warm \(3\) cannot exceed maxProcesses \(2\)/);

@@ -44,8 +44,12 @@ function npm(args: string[], cwd: string, timeoutMs: number): Promise<{ code: nu
   });
 }
 
-/** `npm i -E name@version --omit=optional` into the cache, unless that version is there already. */
-export async function installCached(name: string, version: string, timeoutMs = 240_000): Promise<CachedPackage> {
+/**
+ * `npm i -E name@version --omit=optional` into the cache, unless that version is there already.
+ * `optional: true` keeps optional dependencies: a package that ships its binary as a platform
+ * package (codex-acp) needs them.
+ */
+export async function installCached(name: string, version: string, timeoutMs = 240_000, options: { optional?: boolean } = {}): Promise<CachedPackage> {
   const started = performance.now();
   const dir = join(CACHE_ROOT, `${name.replace('/', '+')}@${version}`);
   const packageDir = join(dir, 'node_modules', name);
@@ -54,7 +58,7 @@ export async function installCached(name: string, version: string, timeoutMs = 2
   rmSync(staging, { recursive: true, force: true });
   mkdirSync(staging, { recursive: true });
   writeFileSync(join(staging, 'package.json'), JSON.stringify({ name: 'real-agent-cache', private: true }));
-  const result = await npm(['install', '--no-save', '--omit=optional', '-E', `${name}@${version}`], staging, timeoutMs);
+  const result = await npm(['install', '--no-save', ...(options.optional === true ? [] : ['--omit=optional']), '-E', `${name}@${version}`], staging, timeoutMs);
   if (result.code !== 0 || installedVersion(join(staging, 'node_modules', name)) !== version) {
     rmSync(staging, { recursive: true, force: true });
     throw new Error(`cannot install ${name}@${version} (npm exit ${result.code}):\n${result.output.slice(-2000)}`);

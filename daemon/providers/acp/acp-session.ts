@@ -314,11 +314,17 @@ export class AcpSession {
     }
   }
 
-  /** Cancel what runs, then close stdin → SIGTERM → SIGKILL, and reap. Idempotent. */
+  /**
+   * Cancel what runs, then close stdin → SIGTERM → SIGKILL, and reap. Idempotent. An agent with
+   * no prompt in flight gets only `idleStdin` after EOF: it has no turn to finish, and agents that
+   * ignore EOF (codex-acp, claude-agent-acp) would otherwise hold every dispose for the full grace.
+   */
   dispose(): Promise<void> {
     this.disposal ??= (async () => {
+      const { stdin, term, idleStdin } = this.config.disposeGraceMs;
+      const inFlight = this.wireTurns.length > 0;
       for (const turn of this.wireTurns) turn.cancel();
-      await this.child.terminate(this.config.disposeGraceMs);
+      await this.child.terminate({ stdin: inFlight ? stdin : Math.min(stdin, idleStdin), term });
       this.connection.close(new Error('disposed'));
       this.active?.dispose();
       this.log.debug({ exit: this.child.exitStatus }, 'acp agent disposed');

@@ -39,8 +39,12 @@ export interface AcpProviderConfig {
    * real agents load their runtime first (Qwen Code took 9.6 s on a busy machine).
    */
   readonly initializeTimeoutMs?: number;
-  /** Dispose ladder: wait after closing stdin, then after SIGTERM, before SIGKILL. */
-  readonly disposeGraceMs?: { readonly stdin: number; readonly term: number };
+  /**
+   * Dispose ladder: wait after closing stdin, then after SIGTERM, before SIGKILL. `idleStdin`
+   * caps the first wait when the agent has no prompt in flight (its turn is over): some agents
+   * (codex-acp, claude-agent-acp) ignore stdin EOF, and an idle agent has nothing to finish.
+   */
+  readonly disposeGraceMs?: { readonly stdin: number; readonly term: number; readonly idleStdin?: number };
   /**
    * Agent processes kept spawned and `initialize`d ahead of starts (see warm-pool.ts). Default 0.
    * A start then costs `session/new` plus the prompt.
@@ -89,7 +93,7 @@ export const ACP_PROVIDER_ENTRY_SCHEMA = {
       type: 'object',
       additionalProperties: false,
       required: ['stdin', 'term'],
-      properties: { stdin: { type: 'integer', minimum: 0 }, term: { type: 'integer', minimum: 0 } },
+      properties: { stdin: { type: 'integer', minimum: 0 }, term: { type: 'integer', minimum: 0 }, idleStdin: { type: 'integer', minimum: 0 } },
     },
     warm: { type: 'integer', minimum: 0, maximum: MAX_WARM },
     warmIdleMs: { type: 'integer', minimum: 1 },
@@ -107,7 +111,7 @@ export interface ResolvedAcpConfig {
   readonly permission: AcpPermissionPolicy;
   readonly fileAccess: { readonly read: boolean; readonly write: boolean };
   readonly initializeTimeoutMs: number;
-  readonly disposeGraceMs: { readonly stdin: number; readonly term: number };
+  readonly disposeGraceMs: { readonly stdin: number; readonly term: number; readonly idleStdin: number };
   readonly warm: number;
   readonly warmIdleMs: number;
   readonly reuseProcesses: boolean;
@@ -118,7 +122,7 @@ export const ACP_DEFAULTS = {
   permission: 'deny',
   fileAccess: { read: true, write: false },
   initializeTimeoutMs: 30_000,
-  disposeGraceMs: { stdin: 6_000, term: 3_000 },
+  disposeGraceMs: { stdin: 6_000, term: 3_000, idleStdin: 200 },
   warm: 0,
   warmIdleMs: 600_000,
 } as const;
@@ -183,6 +187,7 @@ export function resolveAcpConfig(config: AcpProviderConfig): ResolvedAcpConfig {
     disposeGraceMs: {
       stdin: checkDuration(name, 'disposeGraceMs.stdin', grace.stdin),
       term: checkDuration(name, 'disposeGraceMs.term', grace.term),
+      idleStdin: checkDuration(name, 'disposeGraceMs.idleStdin', grace.idleStdin ?? ACP_DEFAULTS.disposeGraceMs.idleStdin),
     },
     warm,
     warmIdleMs: checkDuration(name, 'warmIdleMs', config.warmIdleMs ?? ACP_DEFAULTS.warmIdleMs),
