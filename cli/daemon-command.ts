@@ -6,6 +6,7 @@ import { ConfigError, type DaemonConfig } from '../daemon/config.js';
 import { createDaemon, type Daemon } from '../daemon/daemon.js';
 import { DaemonSettings } from '../daemon/ops/reload.js';
 import { Upstream } from '../daemon/upstream/upstream.js';
+import { TokenBudgets } from '../daemon/upstream/token-budgets.js';
 import { DEFAULT_ADMISSION_LIMITS } from '../daemon/store/admission-queue.js';
 import { createLogger } from '../daemon/ops/logger.js';
 import { stateFiles } from '../daemon/ops/paths.js';
@@ -58,6 +59,11 @@ export async function daemonCommand(argv: string[]): Promise<number> {
   // Reloadable: the model settings and ACP providers follow `subagentd reload` / SIGHUP.
   // One governor per model endpoint for every child of every client (daemon/upstream/).
   const upstream = new Upstream(settings.config.endpoints);
+  const { lineageTokens, clientTokensPerDay } = settings.config.limits ?? {};
+  const budgets =
+    lineageTokens !== undefined || clientTokensPerDay !== undefined
+      ? new TokenBudgets(join(settings.stateDir, 'token-usage.json'), { lineageTokens, clientTokensPerDay })
+      : undefined;
   const reloadable = new DaemonSettings(settings.configPath, settings.config, settings.stateDir, env, log, upstream);
   // Nested delegation: spawn/fork children get the subagent tool, mounted once the service exists.
   // It and the tool (about 10 modules) load only when configured.
@@ -150,6 +156,7 @@ export async function daemonCommand(argv: string[]): Promise<number> {
     },
     ...(shellLauncher && { shell: shellLauncher.mode }),
     upstream,
+    ...(budgets && { budgets }),
   });
   // In a cluster the ACP providers (configured or reloaded) join the pool like the others.
   reloadable.attach(daemon.service.registry, cluster && ((provider) => cluster.adopt(provider)));

@@ -60,6 +60,10 @@ export interface DaemonConfig {
     readonly preAuthTotalBytes?: number;
     /** Cap on one stdin line of the MCP and ACP faces (default 4 MiB); longer lines get -32600. */
     readonly faceLineBytes?: number;
+    /** Tokens a lineage (a root run and its descendants) may use; the step that crosses it is its last. */
+    readonly lineageTokens?: number;
+    /** Tokens one client (by its `initialize` name) may use per UTC day; a start beyond it is refused. */
+    readonly clientTokensPerDay?: number;
   };
   /**
    * Explicit limits per model endpoint, keyed by base URL (`*`: any endpoint not named); every
@@ -190,6 +194,8 @@ const schema = {
         faceLineBytes: { type: 'integer', minimum: 1024, maximum: 1024 * 1024 * 1024 },
         preAuthBytes: { type: 'integer', minimum: 1024, maximum: 1024 * 1024 * 1024 },
         preAuthTotalBytes: { type: 'integer', minimum: 1024, maximum: 1024 * 1024 * 1024 },
+        lineageTokens: positiveInt,
+        clientTokensPerDay: positiveInt,
       },
     },
     persona: { type: 'string' },

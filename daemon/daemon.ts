@@ -26,6 +26,7 @@ import { SubagentService } from './service/subagent-service.js';
 import { ContinuableChildren } from './service/children.js';
 import { ChildIndex } from './store/child-index.js';
 import type { Upstream } from './upstream/upstream.js';
+import type { TokenBudgets } from './upstream/token-budgets.js';
 import type { Delegation } from './service/delegation.js';
 import { DEFAULT_ADMISSION_LIMITS, type AdmissionLimits } from './store/admission-queue.js';
 import { LocalLedger } from './store/local-ledger.js';
@@ -98,6 +99,8 @@ export interface DaemonOptions {
   readonly shell?: 'sandboxed' | 'unsandboxed';
   /** The model endpoints' governors, for status (daemon/upstream/). */
   readonly upstream?: Upstream;
+  /** Token budgets of lineages and clients (daemon/upstream/token-budgets.ts). */
+  readonly budgets?: TokenBudgets;
 }
 
 export interface TcpListenOptions {
@@ -172,6 +175,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
     decorateProvider: isolation.decorate,
     ...(options.detachGraceMs !== undefined && { detachGraceMs: options.detachGraceMs }),
     ...(options.maxOutputBytes !== undefined && { maxOutputBytes: options.maxOutputBytes }),
+    ...(options.budgets && { budgets: options.budgets }),
   });
   options.delegation?.bind(service);
   const children = new ContinuableChildren(service, new ChildIndex(files.children), log);

@@ -4,6 +4,7 @@
  * and a `host`: the owning connection's services (client-hosted tools, permission prompts,
  * streamed progress).
  */
+import type { RunBudget } from './upstream/token-budgets.js';
 import type { Logger } from 'pino';
 import type {
   AgentProcessesStatus,
@@ -54,6 +55,8 @@ export interface RunHost {
    * Absent: the run is anonymous to the endpoint's governor.
    */
   readonly requester?: Requester | undefined;
+  /** The run's token budget (daemon/upstream/token-budgets.ts); absent when no budget is set. */
+  readonly tokenBudget?: RunBudget | undefined;
 }
 
 /** A run's client (its owning connection) and lineage (its root run's id). */

@@ -39,6 +39,8 @@ export const SUBAGENT_ERROR_CODES = {
   REVISION_CONFLICT: -32035,
   /** Cluster mode: no live member serves the start's workspace (its cwd, at the parent's repository and commit). */
   WORKSPACE_UNAVAILABLE: -32036,
+  /** A token budget is spent (`limits.clientTokensPerDay`): the message says when it resets. */
+  BUDGET_EXCEEDED: -32037,
   /** The start was cancelled before the child was ready. */
   ABORTED: -32800,
   // Client side only: the daemon went away or stopped answering.

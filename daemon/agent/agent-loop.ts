@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import { boundDiagnostic, type ContentBlock, type RunEvent, type SessionEvent, type ToolCall, type TurnEndReason } from '../../protocol/index.js';
 import { ModelError, type ModelFinish, type ModelStep, type ResolvedModel } from './model/model-adapter.js';
 import type { SessionLog } from '../store/session-log.js';
+import type { RunBudget } from '../upstream/token-budgets.js';
 import type { SteeringQueue } from './steering-queue.js';
 import type { ToolRegistry } from './tools/tool-registry.js';
 
@@ -31,6 +32,8 @@ export interface TurnContext {
   readonly log: Logger;
   /** Whose model requests these are, for the endpoint's fair order (RunHost.requester). */
   readonly requester?: { readonly client: string; readonly lineage: string };
+  /** The lineage's token budget (RunHost.budget): the step that crosses it is the turn's last. */
+  readonly tokenBudget?: RunBudget;
 }
 
 export interface TurnOutcome {
@@ -61,6 +64,9 @@ export async function runTurn(ctx: TurnContext, prompt: ContentBlock[]): Promise
     if (steps > 0 && ctx.stopRequested()) return end('aborted', 'interrupted after a step');
     for (const content of ctx.steering.drain()) append({ type: 'steering/message', content });
     if (steps >= ctx.maxSteps) return end('max-steps', `stopped after ${ctx.maxSteps} model steps without finishing`);
+    // Spent by another run of the lineage (a child this run delegated to, a sibling): no further step.
+    const spent = ctx.tokenBudget?.spent();
+    if (spent !== undefined) return end('max-tokens', spent);
 
     partialText = '';
     let step: ModelStep;
@@ -104,6 +110,11 @@ export async function runTurn(ctx: TurnContext, prompt: ContentBlock[]): Promise
       ...(calls.length > 0 && { toolCalls: calls.map((call) => ({ ...call })) }),
     });
     if (step.usage) append({ type: 'usage', usage: { ...step.usage } });
+    const crossed = step.usage && ctx.tokenBudget?.charge(step.usage);
+    if (crossed) {
+      for (const call of calls) append(toolResult(call, 'Not run: the lineage\'s token budget is spent.'));
+      return end('max-tokens', crossed);
+    }
 
     const stopped = finishReason(step.finish);
     if (stopped.reason === 'max-tokens' || stopped.reason === 'blocked') {

@@ -119,6 +119,7 @@ export class ChildAgent {
           stopRequested: () => this.stopAfterStep,
           log: this.config.log,
           ...(host.requester && { requester: host.requester }),
+          ...(host.tokenBudget && { tokenBudget: host.tokenBudget }),
         },
         prompt,
       );

@@ -19,6 +19,7 @@
 import type { Logger } from 'pino';
 import type { PermissionParams, PermissionResult, RunEvent, ToolCallResult } from '../../protocol/index.js';
 import type { Requester, RunHost } from '../provider.js';
+import type { RunBudget } from '../upstream/token-budgets.js';
 import { StreamBudget } from './output-budget.js';
 import type { RunOwner } from './run-ownership.js';
 import type { RunObservers } from './run-observer.js';
@@ -39,6 +40,8 @@ export class OwnedRunHost implements RunHost {
   observers: RunObservers | undefined;
   /** Set by the service at start: the client and lineage the run's model requests count for. */
   requester: Requester | undefined;
+  /** Set by the service at start when token budgets are configured. */
+  tokenBudget: RunBudget | undefined;
 
   constructor(
     public runId: string,

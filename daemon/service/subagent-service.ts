@@ -19,6 +19,7 @@
  * - A shutdown refuses new starts; a drain waits up to its timeout, then checkpoints what can be
  *   continued by the next daemon and disposes everything.
  */
+import type { TokenBudgets } from '../upstream/token-budgets.js';
 import type { Logger } from 'pino';
 import {
   SubagentError,
@@ -74,6 +75,8 @@ export interface SubagentServiceOptions {
   readonly maxOutputBytes?: number;
   /** Wraps every provider as it is registered (worktree isolation: daemon/worktrees/). */
   readonly decorateProvider?: (provider: DaemonProvider) => DaemonProvider;
+  /** Token budgets of lineages and clients (daemon/upstream/token-budgets.ts); absent: none. */
+  readonly budgets?: TokenBudgets;
 }
 
 export class SubagentService {
@@ -86,6 +89,7 @@ export class SubagentService {
   private readonly lifecycle: RunLifecycle;
   private readonly detachGraceMs: number;
   private readonly maxOutputBytes: number;
+  private readonly budgets: TokenBudgets | undefined;
   private shuttingDown = false;
   /** Telemetry and the web view (run-observer.ts); absent until the first observer. */
   private observers: RunObservers | undefined;
@@ -98,6 +102,7 @@ export class SubagentService {
     this.registry = new ProviderRegistry(options.decorateProvider);
     this.detachGraceMs = options.detachGraceMs ?? 60_000;
     this.maxOutputBytes = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
+    this.budgets = options.budgets;
     this.recovery = new RunRecovery(this.ledger, this.registry, log, this.maxOutputBytes);
     this.lifecycle = new RunLifecycle(this.ledger, this.table, log, this.maxOutputBytes, () => this.shuttingDown);
   }
@@ -180,6 +185,11 @@ export class SubagentService {
     // A nested start belongs to its parent run's lineage; a client's own start roots a new one.
     const parentRequester = extras.parentRunId !== undefined ? this.table.get(extras.parentRunId)?.host?.requester : undefined;
     host.requester = parentRequester ?? { client: owner.id, lineage: runId };
+    if (this.budgets) {
+      // A client's own start is refused once its day's tokens are spent; nested starts belong to a started lineage.
+      if (parentRequester === undefined) this.budgets.checkStart(owner.clientName);
+      host.tokenBudget = this.budgets.forRun(host.requester.lineage, owner.clientName);
+    }
     this.table.starting.set(runId, { owner, abort });
     let run: DaemonRun;
     let lease: Lease | undefined;

@@ -3,7 +3,7 @@
  * leaves the adapter; the identity holds a short hash of it, so two keys on one host (two
  * accounts, two rate limits) are two endpoints, and status and logs can name one safely.
  */
-import { createHash } from 'node:crypto';
+import { createHash } from '../../common/node-builtins.js';
 
 export interface EndpointIdentity {
   /** The base URL as configured, without a trailing slash: what events and status show. */
