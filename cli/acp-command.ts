@@ -30,6 +30,7 @@ export async function acpCommand(settings: CommonSettings, options: FaceCommandO
       version: packageVersion(),
       readLog: async (runId) => (await storedSession(service.ops, runId))?.events,
       ...(model !== undefined && { model }),
+      ...(options.isolation !== undefined && { isolation: options.isolation }),
     });
   } catch (error) {
     // An unknown provider: exit with its reason rather than fail every prompt later.

@@ -51,6 +51,8 @@ export interface BackgroundRunOptions {
   readonly provider: string;
   readonly model: string | undefined;
   readonly label: string | undefined;
+  readonly worktree?: boolean;
+  readonly baseRef?: string | undefined;
 }
 
 /** `run --background`: start a continuable child, print its id, exit. */
@@ -63,6 +65,8 @@ export function backgroundRunCommand(settings: CommonSettings, options: Backgrou
       label: options.label ?? options.prompt.slice(0, 60),
       signal: new AbortController().signal,
       ...(model !== undefined && { agentOptions: { model } }),
+      ...(options.worktree === true && { isolation: 'worktree' as const }),
+      ...(options.baseRef !== undefined && { baseRef: options.baseRef }),
     });
     print(settings, started, started.childId);
     return 0;

@@ -49,11 +49,19 @@ const operand = (positionals: string[], what: string, example: string): string =
   return value;
 };
 
-/** The faces' flags: providers (one or repeated) and the children's model. */
-const faceOptions = (values: CommandInput['values']): { providers: string[]; model: string | undefined } => {
+/** The faces' flags: providers (one or repeated), the children's model and isolation. */
+const faceOptions = (values: CommandInput['values']): { providers: string[]; model: string | undefined; isolation?: 'none' | 'worktree' } => {
   const provider = values['provider'];
-  return { providers: typeof provider === 'string' ? [provider] : Array.isArray(provider) ? provider : [], model: values['model'] as string | undefined };
+  const isolation = values['isolation'];
+  if (isolation !== undefined && isolation !== 'none' && isolation !== 'worktree') throw new UsageError(`--isolation must be none or worktree, got "${String(isolation)}"`);
+  return {
+    providers: typeof provider === 'string' ? [provider] : Array.isArray(provider) ? provider : [],
+    model: values['model'] as string | undefined,
+    ...(isolation !== undefined && { isolation }),
+  };
 };
+
+const ISOLATION = { type: 'string', value: 'MODE', choices: ['none', 'worktree'], help: "worktree: each child works in its own git worktree and branch of this directory's repository" } as const;
 
 const TIMEOUT = { type: 'string', value: 'S', help: 'seconds to wait for running children (default 30)' } as const;
 
@@ -69,13 +77,17 @@ export const COMMANDS: readonly CommandSpec[] = [
       quiet: { type: 'boolean', short: 'q', help: 'no progress on stderr' },
       background: { type: 'boolean', help: 'start a continuable child, print its id and exit (see send, interrupt, children)' },
       label: { type: 'string', value: 'L', help: "the background child's label" },
+      worktree: { type: 'boolean', help: 'the child works in its own git worktree and branch of the repository here (see `subagentd worktrees`)' },
+      base: { type: 'string', value: 'REF', help: 'with --worktree: the ref the worktree starts at (default HEAD)' },
     },
     run: async ({ values, positionals, settings }) => {
       const prompt = operand(positionals, 'run needs a prompt', 'subagentd run "what to do"');
       const provider = (values['provider'] as string | undefined) ?? 'spawn';
       const model = values['model'] as string | undefined;
-      if (values['background'] === true) return (await childrenCommands()).backgroundRunCommand(settings(), { prompt, provider, model, label: values['label'] as string | undefined });
-      return (await import('./run-command.js')).runCommand(settings(), { prompt, provider, model, schemaFile: values['schema'] as string | undefined, quiet: values['quiet'] === true });
+      if (values['base'] !== undefined && values['worktree'] !== true) throw new UsageError('--base needs --worktree');
+      const isolation = { worktree: values['worktree'] === true, baseRef: values['base'] as string | undefined };
+      if (values['background'] === true) return (await childrenCommands()).backgroundRunCommand(settings(), { prompt, provider, model, label: values['label'] as string | undefined, ...isolation });
+      return (await import('./run-command.js')).runCommand(settings(), { prompt, provider, model, schemaFile: values['schema'] as string | undefined, quiet: values['quiet'] === true, ...isolation });
     },
   },
   {
@@ -198,6 +210,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     flags: {
       provider: { type: 'string', value: 'P', multiple: true, help: 'a provider offered as a tool, repeatable (default spawn)' },
       model: { type: 'string', value: 'M', help: "the children's model, or scripted:FILE" },
+      isolation: ISOLATION,
       'background-mode': {
         type: 'string',
         value: 'MODE',
@@ -219,6 +232,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     flags: {
       provider: { type: 'string', value: 'P', help: 'the provider of the children (default spawn)' },
       model: { type: 'string', value: 'M', help: "the children's model, or scripted:FILE" },
+      isolation: ISOLATION,
     },
     run: async ({ values, settings }) => (await import('./acp-command.js')).acpCommand(settings(), faceOptions(values)),
   },

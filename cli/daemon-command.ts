@@ -150,7 +150,10 @@ export async function daemonCommand(argv: string[]): Promise<number> {
     ...(settings.config.maxUnsentBytes !== undefined && { maxUnsentBytes: settings.config.maxUnsentBytes }),
     settingsStatus: () => reloadable.status(),
     worktrees: {
-      ...settings.config.worktrees,
+      ...(settings.config.worktrees?.dir !== undefined && { dir: settings.config.worktrees.dir }),
+      ...(settings.config.worktrees?.commit !== undefined && { commit: settings.config.worktrees.commit }),
+      ...(settings.config.worktrees?.cleanup !== undefined && { cleanup: settings.config.worktrees.cleanup }),
+      ...(settings.config.worktrees?.providers !== undefined && { defaults: settings.config.worktrees.providers }),
       // Until a start can be sent to a member that has the repository (cluster workspace affinity).
       ...(cluster && { refusal: 'isolation "worktree" is not available in cluster mode yet: a member may not have the repository of the parent\'s cwd' }),
     },

@@ -11,6 +11,7 @@ import { absoluteModel } from './run-command.js';
 export interface FaceCommandOptions {
   readonly providers: readonly string[];
   readonly model: string | undefined;
+  readonly isolation?: 'none' | 'worktree' | undefined;
 }
 
 export async function mcpCommand(settings: CommonSettings, options: FaceCommandOptions & { readonly backgroundMode?: BackgroundMode }): Promise<number> {
@@ -25,6 +26,7 @@ export async function mcpCommand(settings: CommonSettings, options: FaceCommandO
       version: packageVersion(),
       ...(model !== undefined && { model }),
       ...(options.backgroundMode !== undefined && { backgroundMode: options.backgroundMode }),
+      ...(options.isolation !== undefined && { isolation: options.isolation }),
     });
   } catch (error) {
     // A face that cannot be built (unknown provider, a mode the daemon cannot serve) exits with its reason.

@@ -12,6 +12,7 @@ import { packageRoot } from '../common/package-info.js';
 import type { RemoteSubagentService } from '../client/index.js';
 import { openClient } from './daemon-client.js';
 import { StatusLine } from './status-line.js';
+import { worktreeNote } from '../tool/run-outcome.js';
 
 export interface RunCommandOptions {
   readonly prompt: string;
@@ -19,6 +20,9 @@ export interface RunCommandOptions {
   readonly model: string | undefined;
   readonly schemaFile: string | undefined;
   readonly quiet: boolean;
+  /** `--worktree`: the child works in its own git worktree and branch; `--base REF` is where it starts. */
+  readonly worktree?: boolean;
+  readonly baseRef?: string | undefined;
 }
 
 /**
@@ -166,6 +170,8 @@ async function delegate(settings: CommonSettings, options: RunCommandOptions, li
       signal: abort.signal,
       ...(model !== undefined && { agentOptions: { model } }),
       ...(options.schemaFile !== undefined && { outputSchema: readSchema(options.schemaFile) }),
+      ...(options.worktree === true && { isolation: 'worktree' as const, label: options.prompt.slice(0, 40) }),
+      ...(options.baseRef !== undefined && { baseRef: options.baseRef }),
       ...(!settings.json && !options.quiet && { onEvent: line ? liveStatus(line) : progressPrinter() }),
       ...(line && { onStartProgress: startStatus(line, options.provider) }),
     });
@@ -190,12 +196,14 @@ async function delegate(settings: CommonSettings, options: RunCommandOptions, li
           structured: result.structured ?? null,
           usage: result.usage ?? null,
           ...(result.diagnostic !== undefined && { diagnostic: result.diagnostic }),
+          ...(result.worktree !== undefined && { worktree: result.worktree }),
         })}\n`,
       );
     } else {
       line?.clear();
       if (result.structured !== undefined) process.stdout.write(`${JSON.stringify(result.structured, null, 2)}\n`);
       else process.stdout.write(`${text}\n`);
+      if (result.worktree !== undefined) process.stderr.write(`subagentd:${worktreeNote(result).replace(/^\s+\[worktree\]/, '')}\n`);
       if (result.stopReason !== 'completed') {
         process.stderr.write(`subagentd: the child ended with "${result.stopReason}"${result.diagnostic ? `: ${result.diagnostic}` : ''}\n`);
       }

@@ -16,6 +16,13 @@ import { connect, ensureDaemon, type RemoteSubagentService } from '../client/ind
 import type { HarnessContext, HarnessLogger, HarnessProvider, HarnessRun, HarnessStartRequest } from './harness-types.js';
 import { mapHarnessRequest } from './request-map.js';
 import { toHarnessResult } from './stop-reason.js';
+import { worktreeNote } from '../tool/run-outcome.js';
+import type { SubagentResult } from '../protocol/index.js';
+
+/** The harness's tool reads only the output: an isolated child's branch and diffstat go there. */
+function withWorktreeNote(result: SubagentResult): SubagentResult {
+  return result.worktree === undefined ? result : { ...result, output: [...result.output, { type: 'text', text: worktreeNote(result) }] };
+}
 
 export interface BridgeConfig {
   /** The daemon's socket; it is started on demand when nothing answers there. */
@@ -26,6 +33,8 @@ export interface BridgeConfig {
   readonly agentOptions?: AgentOptions;
   /** Start the shared daemon when nothing answers at `socket`. */
   readonly autoStart: boolean;
+  /** `worktree`: every child works in its own git worktree and branch; its result names them. */
+  readonly isolation?: 'none' | 'worktree';
 }
 
 const RETRY_MIN_MS = 500;
@@ -128,8 +137,8 @@ export class DaemonBridge {
     }
     const { request, dropped } = mapHarnessRequest(harnessRequest, this.config.agentOptions);
     if (dropped.length > 0) this.log.debug('start request fields not sent to the daemon: %s', dropped.join(', '));
-    const run = await service.start(daemonName, request);
-    return { id: run.id, localAgent: undefined, result: run.result.then(toHarnessResult), dispose: () => run.dispose() };
+    const run = await service.start(daemonName, this.config.isolation === undefined ? request : { ...request, isolation: this.config.isolation });
+    return { id: run.id, localAgent: undefined, result: run.result.then((result) => toHarnessResult(withWorktreeNote(result))), dispose: () => run.dispose() };
   }
 
   private announceOutage(error: unknown): void {

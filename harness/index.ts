@@ -5,7 +5,8 @@
  * continuable mode keeps the child in the harness process (`prepareContinuable`), which a
  * daemon-hosted child cannot be.
  *
- * Config: `{ socket?, providers?: { harnessName: daemonProviderName }, agentOptions?, autoStart? }`.
+ * Config: `{ socket?, providers?: { harnessName: daemonProviderName }, agentOptions?, autoStart?, isolation? }`
+ * (`isolation: 'worktree'`: each child works in its own git worktree and branch).
  */
 import { SubagentError, type AgentOptions } from '../protocol/index.js';
 import { defaultSocketPath } from '../client/index.js';
@@ -19,6 +20,8 @@ export interface Config {
   readonly agentOptions?: AgentOptions;
   /** Start the shared daemon when nothing answers at the socket (default true). */
   readonly autoStart?: boolean;
+  /** `worktree`: each child works in its own git worktree and branch of the parent's repository. */
+  readonly isolation?: 'none' | 'worktree';
 }
 
 export const name = 'subagentd';
@@ -31,6 +34,7 @@ export async function apply(ctx: HarnessContext, config: Config = {}): Promise<v
     ...(config.providers !== undefined && { providers: config.providers }),
     ...(config.agentOptions !== undefined && { agentOptions: config.agentOptions }),
     autoStart: config.autoStart !== false,
+    ...(config.isolation !== undefined && { isolation: config.isolation }),
   });
   ctx.effect(() => () => bridge.close(), 'subagentd bridge');
   await bridge.open();
@@ -48,6 +52,7 @@ function checkConfig(config: Config): void {
     }
   }
   if (config.autoStart !== undefined && typeof config.autoStart !== 'boolean') bad('autoStart', 'must be true or false');
+  if (config.isolation !== undefined && config.isolation !== 'none' && config.isolation !== 'worktree') bad('isolation', "must be 'none' or 'worktree'");
   if (config.agentOptions !== undefined && (typeof config.agentOptions !== 'object' || config.agentOptions === null)) {
     bad('agentOptions', 'must be an object');
   }

@@ -22,6 +22,8 @@ export interface SubagentToolConfig {
   readonly toolFilter?: ToolFilter;
   /** Default 3: an absolute cap on the child's depth; `'provider-managed'` sends no cap. */
   readonly maxDepth?: number | 'provider-managed';
+  /** `worktree`: every child works in its own git worktree and branch (daemon providers); default none sent. */
+  readonly isolation?: 'none' | 'worktree';
 }
 
 export interface ResolvedToolConfig {
@@ -34,13 +36,14 @@ export interface ResolvedToolConfig {
   readonly toolFilter?: ToolFilter;
   /** Undefined for `'provider-managed'`. */
   readonly maxDepth?: number;
+  readonly isolation?: 'none' | 'worktree';
 }
 
 export const DEFAULT_TOOL_NAME = 'subagent';
 export const DEFAULT_MAX_DEPTH = 3;
 /** What model APIs accept as a function name. */
 const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
-const KEYS = new Set(['provider', 'toolName', 'enableRunInBackground', 'backgroundMode', 'agentOptions', 'persona', 'toolFilter', 'maxDepth']);
+const KEYS = new Set(['provider', 'toolName', 'enableRunInBackground', 'backgroundMode', 'agentOptions', 'persona', 'toolFilter', 'maxDepth', 'isolation']);
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
@@ -75,6 +78,10 @@ export function resolveToolConfig(config: SubagentToolConfig): ResolvedToolConfi
     resolved.persona = config.persona;
   }
   if (config.toolFilter !== undefined) resolved.toolFilter = checkToolFilter(config.toolFilter);
+  if (config.isolation !== undefined) {
+    if (config.isolation !== 'none' && config.isolation !== 'worktree') throw invalid('isolation', "isolation must be 'none' or 'worktree'");
+    resolved.isolation = config.isolation;
+  }
   const maxDepth = config.maxDepth === undefined ? DEFAULT_MAX_DEPTH : config.maxDepth;
   if (maxDepth !== 'provider-managed') {
     if (!isDepth(maxDepth)) throw invalid('maxDepth', 'maxDepth must be a non-negative safe integer');

@@ -7,7 +7,7 @@ export { BackgroundJobs, JOB_KILL_TOOL, JOB_OUTPUT_TOOL } from './background-job
 export type { JobSnapshot, JobState } from './background-jobs.js';
 export { createChildControlTools, formatListing } from './child-control-tools.js';
 export type { ChildControlOptions, ChildControlTools } from './child-control-tools.js';
-export { headline } from './run-outcome.js';
+export { headline, worktreeNote } from './run-outcome.js';
 export { settlementMessage } from './settlement-notice.js';
 export type { ToolProvider, ToolService, ToolStartRequest } from './service-shape.js';
 export type { ToolCallContext, ToolDefinition, ToolResult } from './tool-definition.js';

@@ -4,7 +4,7 @@
  * RemoteSubagentService satisfies it as is, and so can a service inside the daemon, which mounts
  * the same tool in its own children. `Parent` is the side's identity of the calling agent.
  */
-import type { ContinuableChildren, SubagentCapabilities, SubagentRun, SubagentStartRequestBase } from '../protocol/index.js';
+import type { ContinuableChildren, SubagentCapabilities, SubagentRun, SubagentStartRequestBase, WorktreeIsolationRequest } from '../protocol/index.js';
 
 /** What the tool reads of a provider: its start-time capabilities and context inheritance. */
 export interface ToolProvider {
@@ -16,7 +16,7 @@ export interface ToolProvider {
 }
 
 /** The start request the tool builds: the seam's base fields plus the calling agent. */
-export type ToolStartRequest<Parent> = SubagentStartRequestBase & { readonly parent: Parent };
+export type ToolStartRequest<Parent> = SubagentStartRequestBase & WorktreeIsolationRequest & { readonly parent: Parent };
 
 export interface ToolService<Parent = unknown> {
   list(): readonly string[];

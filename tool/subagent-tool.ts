@@ -181,6 +181,7 @@ function buildTool<Parent>(
     backgroundMode: settings.backgroundMode,
     jobOutputTool: JOB_OUTPUT_TOOL,
     jobKillTool: JOB_KILL_TOOL,
+    worktree: settings.isolation === 'worktree',
   });
   const name = settings.toolName;
   return {
@@ -221,6 +222,7 @@ function buildRequest<Parent>(settings: ResolvedToolConfig, input: ToolInput, pa
     ...(settings.persona !== undefined && { persona: settings.persona }),
     ...(settings.toolFilter !== undefined && { toolFilter: settings.toolFilter }),
     ...(settings.maxDepth !== undefined && { maxDepth: settings.maxDepth }),
+    ...(settings.isolation !== undefined && { isolation: settings.isolation }),
   };
 }
 

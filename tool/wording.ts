@@ -14,6 +14,8 @@ export interface WordingInput {
   readonly backgroundMode: BackgroundMode;
   readonly jobOutputTool: string;
   readonly jobKillTool: string;
+  /** Each child works in its own git worktree and branch (tool config `isolation: 'worktree'`). */
+  readonly worktree?: boolean;
 }
 
 export interface ToolWording {
@@ -41,8 +43,11 @@ export function deriveWording(input: WordingInput): ToolWording {
           : 'Default false. true: return a job id at once instead of waiting.',
     };
   }
+  const isolated = input.worktree
+    ? ' It works on its own branch, in its own git worktree of your repository: its file changes never touch your working tree, and its result names the branch and what changed there, for you to review and merge.'
+    : '';
   return {
-    description: `${lead} ${suffix(input)}`,
+    description: `${lead}${isolated} ${suffix(input)}`,
     inputSchema: { type: 'object', properties, required: ['description', 'prompt'], additionalProperties: false },
   };
 }

@@ -19,6 +19,7 @@ import {
   type StartParams,
   type SubagentRun,
   type SubagentStartRequestBase,
+  type WorktreeIsolationRequest,
 } from '../../protocol/index.js';
 import { createSubagentTool, type SubagentToolHandle } from '../../tool/index.js';
 import type { AgentTool, ToolOutcome } from '../agent/tools/tool.js';
@@ -45,7 +46,7 @@ export interface DelegationConfig {
 
 export const DEFAULT_NESTED_MAX_DEPTH = 3;
 
-type Request = SubagentStartRequestBase & { readonly parent: NestedParent; readonly label?: string };
+type Request = SubagentStartRequestBase & WorktreeIsolationRequest & { readonly parent: NestedParent; readonly label?: string };
 
 /** The daemon's service as the tool sees it: only the allowed providers, children as parents. */
 export class DaemonServiceView {
@@ -94,6 +95,8 @@ export class DaemonServiceView {
       ...(request.agentOptions !== undefined && { agentOptions: request.agentOptions }),
       ...(request.toolFilter !== undefined && { toolFilter: request.toolFilter }),
       ...(request.persona !== undefined && { persona: request.persona }),
+      ...(request.isolation !== undefined && { isolation: request.isolation }),
+      ...(request.label !== undefined && { label: request.label }),
     };
     const started = await this.service.start(params, owner, request.signal, { parentRunId });
     const current = () => this.service.ownerOf(started.runId) ?? owner;

@@ -22,6 +22,8 @@ export interface AcpFaceOptions {
   readonly service: RemoteSubagentService;
   readonly provider: string;
   readonly model?: string;
+  /** `worktree`: each session's child works in its own git worktree and branch, not in the editor's files. */
+  readonly isolation?: 'none' | 'worktree';
   readonly store: SessionStore;
   readonly version: string;
   /**
@@ -97,8 +99,10 @@ export function createAcpFace(options: AcpFaceOptions): AcpFace {
         signal,
         onEvent: live.onEvent,
         ...(options.model !== undefined && { agentOptions: { model: options.model } }),
+        ...(options.isolation !== undefined && { isolation: options.isolation }),
       }) as Promise<RemoteSubagentRun>;
-    const tools = editorFsTools(editorFs, () => editor, live.stored.sessionId, live.stored.cwd);
+    // The editor's fs would write the editor's own checkout: an isolated child keeps to its worktree.
+    const tools = options.isolation === 'worktree' ? [] : editorFsTools(editorFs, () => editor, live.stored.sessionId, live.stored.cwd);
     try {
       return await start(tools);
     } catch (error) {

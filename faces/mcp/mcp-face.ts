@@ -41,6 +41,8 @@ export interface McpFaceOptions {
   readonly heartbeatMs?: number;
   /** Default `one-shot`; `continuable` needs the service's `children`. */
   readonly backgroundMode?: BackgroundMode;
+  /** `worktree`: each child works in its own git worktree and branch of the host's repository. */
+  readonly isolation?: 'none' | 'worktree';
 }
 
 /** How long closing waits for the cancels of the runs it abandons to be answered. */
@@ -99,6 +101,7 @@ export function createMcpFace(options: McpFaceOptions): { readonly server: Serve
         // A provider that cannot cap depth is told nothing rather than refused.
         ...(!info.capabilities.depthLimit && { maxDepth: 'provider-managed' as const }),
         ...(options.model !== undefined && { agentOptions: { model: options.model } }),
+        ...(options.isolation !== undefined && { isolation: options.isolation }),
       },
       { jobs },
     );
