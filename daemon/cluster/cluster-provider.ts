@@ -65,6 +65,8 @@ export interface FrontContext {
   leaving: () => boolean;
   /** What the stand-in of `provider` on this member offers (its real provider's runtime); undefined for a provider it does not have. */
   runtimeOf(provider: string): DaemonProvider['runtime'] | undefined;
+  /** The control of a run executing on this member, called directly (control-request.ts). */
+  controlHere?: (runId: string, message: ControlMessage) => Promise<void> | undefined;
   /** A start's workspace identity, as this member's filesystem shows the parent's cwd. */
   readonly workspaces: WorkspaceIdentities;
   /** How long a queued run waits for a live member that serves its workspace (cluster.workspaceWaitMs). */

@@ -137,6 +137,12 @@ export class ClusterWorker {
     for (let i = 0; i < this.options.slots; i++) this.loops.push(this.loop());
   }
 
+  /** A control message for a run executing here, handled at once (the front is this member); undefined when it is not here. */
+  controlHere(runId: string, message: ControlMessage): Promise<void> | undefined {
+    const execution = this.executing.get(runId);
+    return execution ? this.control(execution, message) : undefined;
+  }
+
   /** Runs executing here now (for status and tests). */
   get busy(): number {
     let n = 0;

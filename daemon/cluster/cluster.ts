@@ -110,6 +110,7 @@ export class Cluster {
         log: options.log.child({ cluster: worker.id }),
         ...(options.maxOutputBytes !== undefined && { maxOutputBytes: options.maxOutputBytes }),
       });
+      front.controlHere = (runId, message) => executor.controlHere(runId, message);
       link.onChange((online) => options.log[online ? 'info' : 'warn']({ url: options.url }, online ? 'cluster: NATS reconnected' : 'cluster: NATS connection lost; refusing new runs until it is back'));
       return new Cluster(worker, link, names, scheduler, relay, executor, front, stopFollowing, options.log.child({ cluster: worker.id }), local, standIns);
     } catch (error) {

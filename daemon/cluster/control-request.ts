@@ -9,6 +9,7 @@
  * - A request nobody answers within CONTROL_TIMEOUT_MS (the member is gone, or cut off) is
  *   RUN_STATE naming the member the record says executes the run; the answer's typed error is
  *   rethrown as is.
+ * - A run executing on this member is controlled directly, with no trip through NATS.
  * - Steering a settled run is RUN_STATE; steering a run whose client re-attached it through
  *   another member is HANDED_OVER (that member holds it now); neither reaches the executing member.
  */
@@ -29,6 +30,8 @@ interface Front {
   readonly names: ClusterNames;
   readonly scheduler: ClusterScheduler;
   readonly relay: MemberRelay;
+  /** The control of a run executing on this member, called directly; undefined when it executes elsewhere. */
+  readonly controlHere?: (runId: string, message: ControlMessage) => Promise<void> | undefined;
 }
 
 /** What a control request that nobody answered says: a steering message was not delivered. */
@@ -38,6 +41,13 @@ const undelivered = (runId: string, who: string, reason: string): string =>
 /** A control request to the member executing `runId`, answered by it; RUN_STATE when nobody answers. */
 export async function askExecutor(front: Front, runId: string, message: ControlMessage, unanswered = undelivered): Promise<void> {
   front.link.assertOnline();
+  const here = front.controlHere?.(runId, message);
+  if (here) {
+    await here.catch((error: unknown) => {
+      throw error instanceof SubagentError ? error : new SubagentError('RUN_STATE', error instanceof Error ? error.message : String(error));
+    });
+    return;
+  }
   let answer: ControlAnswer;
   try {
     const reply = await front.link.nc.request(front.names.controlSubject(runId), JSON.stringify(message), { timeout: CONTROL_TIMEOUT_MS });

@@ -12,6 +12,8 @@
  *   executing member's call rejects with it, as a local call to a gone client rejects.
  * - A request gets no answer while the members cannot reach each other: it times out after
  *   `requestTimeoutMs` (default 10 minutes, a tool's own time included).
+ * - When the owner's member is this one, the messages go to the host directly, with no trip
+ *   through NATS (a run executing where its client is connected costs what it does alone).
  */
 import type { Subscription } from '@nats-io/transport-node';
 import type { PermissionParams, PermissionResult, RunEvent, ToolCallResult } from '../../protocol/index.js';
@@ -68,6 +70,7 @@ export class MemberRelay {
   /** The report sink, on the executing member, that forwards a child's reports to `target`'s member. */
   remoteReport(target: RelayTarget): ReportSink {
     return (childId, output, mode) => {
+      if (target.ownerMember === this.memberId) return void this.reports.get(target.runId)?.(childId, output, mode);
       try {
         const { runId, ownerMember } = target;
         this.link.nc.publish(this.names.memberSubject(ownerMember), JSON.stringify({ kind: 'report', runId, childId, output, mode } satisfies Inbound));
@@ -85,6 +88,13 @@ export class MemberRelay {
   remoteHost(target: RelayTarget, base: Pick<RunHost, 'log' | 'maxOutputBytes'>, afterEmit?: () => void): RunHost {
     const ask = async <T>(message: Inbound, signal: AbortSignal): Promise<T> => {
       signal.throwIfAborted();
+      // The owner's client is on this member: hand it over here, as the NATS round trip would.
+      if (target.ownerMember === this.memberId) {
+        const host = this.hosts.get(message.runId);
+        if (!host) throw new Error(`run ${message.runId} has no client on this member any more`);
+        if (message.kind === 'tool') return (await host.callTool(message.call, signal)) as T;
+        if (message.kind === 'permission') return (await host.askPermission(message.request, signal)) as T;
+      }
       const reply = await this.link.nc.request(this.names.memberSubject(target.ownerMember), JSON.stringify(message), { timeout: this.requestTimeoutMs });
       const answer = reply.json<Answer>();
       if ('error' in answer) throw new Error(answer.error);
@@ -97,6 +107,13 @@ export class MemberRelay {
       log: base.log,
       ...(base.maxOutputBytes !== undefined && { maxOutputBytes: base.maxOutputBytes }),
       emit: (event) => {
+        // The owner's client is on this member (the usual case of a pool of one, or a run that
+        // stayed where it started): the event goes to its host directly, as on a single daemon.
+        if (target.ownerMember === this.memberId) {
+          this.hosts.get(target.runId)?.emit(event);
+          afterEmit?.();
+          return;
+        }
         try {
           this.link.nc.publish(this.names.memberSubject(target.ownerMember), JSON.stringify({ kind: 'event', runId: target.runId, event } satisfies Inbound));
         } catch {

@@ -63,6 +63,13 @@ export class RunRecords<T extends { readonly runId: string }> {
     return { record: entry.json<T>(), revision: entry.revision };
   }
 
+  /** Reads the record from the server into the view (a decision must not wait for the watch). */
+  async refresh(runId: string): Promise<Revisioned<T> | undefined> {
+    const current = await this.get(runId);
+    if (current) this.observe(current.record, current.revision);
+    return current;
+  }
+
   /** Replaces the record if it is still at `expectedRevision`; REVISION_CONFLICT otherwise. */
   async transition(runId: string, next: T, expectedRevision: number): Promise<number> {
     try {

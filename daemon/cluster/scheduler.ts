@@ -39,6 +39,12 @@ export class ClusterScheduler {
   private readonly active = new Map<string, ClusterRun>();
   /** Each client's latest claim, settled runs included: the "longest ago served" of the fair pick. */
   private readonly lastServed = new Map<string, string>();
+  /**
+   * Queued runs one of this member's slot loops is claiming now: the other loops pick past them.
+   * Without it every loop that holds a ticket picks the same fairest run, all but one lose the
+   * compare-and-set, and the losers retry (or give their tickets back) — self-inflicted queueing.
+   */
+  private readonly claiming = new Set<string>();
 
   constructor(
     readonly records: RunRecords<ClusterRun>,
@@ -105,19 +111,23 @@ export class ClusterScheduler {
         }
       }
     }
+    // A ticket can outrun its record to this member's view (the record's watch lags the queue): read it.
+    if (lease.runId !== undefined && this.records.seen(lease.runId) === undefined) await this.records.refresh(lease.runId);
     await prepare(this.queued());
     for (let attempt = 0; attempt < 8; attempt++) {
       const picked = pickFairly(this.candidates(canRun), this.lastServed);
       if (!picked) break;
       const seen = this.records.seen(picked.runId)!;
       const run: ClusterRun = { ...picked, state: 'running', worker: this.worker, lease: lease.seq, attempt: 1, claimedAt: isoTime() };
+      this.claiming.add(picked.runId);
       try {
         const revision = await this.records.transition(run.runId, run, seen.revision);
         return { run, revision, lease, takeover: false };
       } catch (error) {
         if (!(error instanceof SubagentError && error.code === 'REVISION_CONFLICT')) throw error;
-        await this.records.get(picked.runId); // someone else claimed it; the view catches up
-        await new Promise((resolve) => setTimeout(resolve, 5));
+        await this.records.refresh(picked.runId); // another member claimed it: the view learns so now, not at the watch's pace
+      } finally {
+        this.claiming.delete(picked.runId);
       }
     }
     return giveBack(lease);
@@ -129,7 +139,7 @@ export class ClusterScheduler {
 
   /** Queued runs this member can run, plus every running one (fairness counts what executes). */
   private *candidates(canRun: (run: ClusterRun) => boolean): Generator<ClusterRun> {
-    for (const run of this.active.values()) if (run.state === 'running' || canRun(run)) yield run;
+    for (const run of this.active.values()) if (run.state === 'running' || (!this.claiming.has(run.runId) && canRun(run))) yield run;
   }
 
   /** The ticket's own run was cancelled while queued (it ended unclaimed): one ticket too many. */

@@ -19,7 +19,8 @@
  * identity (a clone that fetches the commit is noticed within `NEGATIVE_TTL_MS`).
  */
 import { execFile } from 'node:child_process';
-import { readFile, stat } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
+import { stat } from 'node:fs/promises';
 import { isAbsolute, join, relative, resolve } from 'node:path';
 
 export interface WorkspaceIdentity {
@@ -58,26 +59,32 @@ async function gitPlace(cwd: string): Promise<GitPlace | undefined> {
   return { root, gitDir, commonDir: isAbsolute(common) ? common : resolve(cwd, common), origin: origin || undefined };
 }
 
-/** `HEAD`'s commit read from the files (loose ref, then packed-refs); git itself when that fails. */
-async function readHead(place: GitPlace, cwd: string): Promise<string | undefined> {
-  try {
-    let content = (await readFile(join(place.gitDir, 'HEAD'), 'utf8')).trim();
-    for (let hops = 0; content.startsWith('ref: ') && hops < 5; hops++) {
-      const ref = content.slice(5).trim();
-      const loose = await readFile(join(place.commonDir, ref), 'utf8').catch(() => readFile(join(place.gitDir, ref), 'utf8').catch(() => undefined));
-      if (loose !== undefined) {
-        content = loose.trim();
-        continue;
-      }
-      const packed = await readFile(join(place.commonDir, 'packed-refs'), 'utf8').catch(() => '');
-      const line = packed.split('\n').find((l) => l.endsWith(` ${ref}`));
-      if (!line) return undefined; // an unborn branch: no commit yet
-      content = line.slice(0, line.indexOf(' '));
+/**
+ * `HEAD`'s commit read from the files (loose ref, then packed-refs); git itself when that fails.
+ * Synchronous: two or three reads of tiny files cost microseconds, less than one trip through
+ * the thread pool each would take under load, and this runs on every start.
+ */
+function readHead(place: GitPlace, cwd: string): string | undefined | Promise<string | undefined> {
+  const read = (path: string): string | undefined => {
+    try {
+      return readFileSync(path, 'utf8');
+    } catch {
+      return undefined;
     }
-    if (/^[0-9a-f]{40,64}$/.test(content)) return content;
-  } catch {
-    // fall through to git
+  };
+  let content = read(join(place.gitDir, 'HEAD'))?.trim();
+  for (let hops = 0; content?.startsWith('ref: ') && hops < 5; hops++) {
+    const ref = content.slice(5).trim();
+    const loose = read(join(place.commonDir, ref)) ?? read(join(place.gitDir, ref));
+    if (loose !== undefined) {
+      content = loose.trim();
+      continue;
+    }
+    const line = (read(join(place.commonDir, 'packed-refs')) ?? '').split('\n').find((l) => l.endsWith(` ${ref}`));
+    if (!line) return undefined; // an unborn branch: no commit yet
+    content = line.slice(0, line.indexOf(' '));
   }
+  if (content !== undefined && /^[0-9a-f]{40,64}$/.test(content)) return content;
   return git(cwd, ['rev-parse', '--verify', '-q', 'HEAD']).then((sha) => sha || undefined);
 }
 
