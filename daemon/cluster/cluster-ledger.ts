@@ -155,7 +155,14 @@ export class ClusterLedger implements RunLedger {
   private async publishToken(run: NewRun): Promise<void> {
     let current = this.records.seen(run.runId);
     while (current) {
-      const next: ClusterRun = { ...current.record, tokenHash: run.tokenHash, front: this.front.relay.memberId, ...(run.parentRunId !== undefined && { parentRunId: run.parentRunId }) };
+      const next: ClusterRun = {
+        ...current.record,
+        tokenHash: run.tokenHash,
+        front: this.front.relay.memberId,
+        ...(run.parentRunId !== undefined && { parentRunId: run.parentRunId }),
+        // Its worker is this member and left the child's id to this write (cluster-worker.ts).
+        ...(current.record.childId === undefined && { childId: run.id, startedAt: run.startedAt }),
+      };
       try {
         await this.records.transition(run.runId, next, current.revision);
         return;

@@ -65,6 +65,11 @@ export interface FrontContext {
   leaving: () => boolean;
   /** What the stand-in of `provider` on this member offers (its real provider's runtime); undefined for a provider it does not have. */
   runtimeOf(provider: string): DaemonProvider['runtime'] | undefined;
+  /**
+   * Fresh starts of this front waiting for their child, by run id: the worker of this member
+   * calls one with the child's id instead of writing it (one round trip less before the answer).
+   */
+  readonly startsHere: Map<string, (childId: string, startedAt: string) => void>;
   /** The control of a run executing on this member, called directly (control-request.ts). */
   controlHere?: (runId: string, message: ControlMessage) => Promise<void> | undefined;
   /** A start's workspace identity, as this member's filesystem shows the parent's cwd. */
@@ -133,8 +138,18 @@ async function launch(
   let ready!: () => void;
   let failed!: (error: unknown) => void;
   const started = new Promise<void>((resolve, reject) => ((ready = resolve), (failed = reject)));
+  // A fresh start executing on this member: the worker hands over the child's id at once, and
+  // the front writes it into the record together with the token's hash (cluster-ledger.ts).
+  let childHere: Pick<ClusterRun, 'childId' | 'startedAt'> | undefined;
+  if (record.resumes === undefined) {
+    front.startsHere.set(runId, (childId, startedAt) => {
+      childHere = { childId, startedAt };
+      latest = { ...latest, ...childHere };
+      ready();
+    });
+  }
   const unfollow = front.follow(runId, (next) => {
-    latest = next;
+    latest = next.childId === undefined && childHere ? { ...next, ...childHere } : next;
     if (next.startError) failed(new SubagentError(next.startError.code, next.startError.message));
     else if (next.childId !== undefined) ready();
     if ((next.state === 'settled' || next.state === 'disposed') && next.result) {
@@ -177,6 +192,7 @@ async function launch(
     throw new SubagentError('CLUSTER_UNAVAILABLE', `the run could not be queued: ${error instanceof Error ? error.message : String(error)}`);
   } finally {
     stopWatching?.();
+    front.startsHere.delete(runId);
   }
   const settled = (): boolean => latest.state === 'settled' || latest.state === 'disposed';
   // Disposed while nobody answers for it (its member died, or is cut off): the record says

@@ -137,6 +137,9 @@ export class ClusterWorker {
     for (let i = 0; i < this.options.slots; i++) this.loops.push(this.loop());
   }
 
+  /** Set by the cluster: hands a fresh start's child id to its front on this member; false when none waits for it. */
+  startedHere: ((runId: string, childId: string, startedAt: string) => boolean) | undefined;
+
   /** A control message for a run executing here, handled at once (the front is this member); undefined when it is not here. */
   controlHere(runId: string, message: ControlMessage): Promise<void> | undefined {
     const execution = this.executing.get(runId);
@@ -241,7 +244,12 @@ export class ClusterWorker {
       mirror = begun.conduit.mirror = new SessionMirror(this.sessions, sessionKeyOf(record), begun.run.localAgent, begun.stored);
       if (!claim.takeover || record.childId === undefined) {
         await mirror.sync();
-        await this.record(execution, { childId: begun.run.id, startedAt: isoTime() });
+        const started = { childId: begun.run.id, startedAt: isoTime() };
+        // The run's front is this member and waits for this child: it writes the id with the
+        // token's hash (and our next write rebases on it). Otherwise the record tells the front.
+        const toldHere = !claim.takeover && record.resumes === undefined && record.ownerMember === this.scheduler.worker.id && this.startedHere?.(runId, started.childId, started.startedAt);
+        if (toldHere) execution.record = { ...execution.record, ...started };
+        else await this.record(execution, started);
       }
     } catch (error) {
       mirror?.stop();

@@ -86,6 +86,7 @@ export class Cluster {
       const front: FrontContext = {
         leaving: () => false,
         runtimeOf: (provider) => standIns.get(provider)?.runtime,
+        startsHere: new Map(),
         workspaces: new WorkspaceIdentities(),
         workspaceWaitMs: options.workspaceWaitMs ?? DEFAULT_WORKSPACE_WAIT_MS,
         link,
@@ -111,6 +112,11 @@ export class Cluster {
         ...(options.maxOutputBytes !== undefined && { maxOutputBytes: options.maxOutputBytes }),
       });
       front.controlHere = (runId, message) => executor.controlHere(runId, message);
+      executor.startedHere = (runId, childId, startedAt) => {
+        const waiting = front.startsHere.get(runId);
+        waiting?.(childId, startedAt);
+        return waiting !== undefined;
+      };
       link.onChange((online) => options.log[online ? 'info' : 'warn']({ url: options.url }, online ? 'cluster: NATS reconnected' : 'cluster: NATS connection lost; refusing new runs until it is back'));
       return new Cluster(worker, link, names, scheduler, relay, executor, front, stopFollowing, options.log.child({ cluster: worker.id }), local, standIns);
     } catch (error) {

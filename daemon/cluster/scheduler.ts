@@ -31,6 +31,8 @@ export interface Claim {
 
 /** How long a ticket with nothing to claim stays away before it is offered again. */
 const GIVE_BACK_MS = 100;
+/** Deliveries (each GIVE_BACK_MS apart at least) after which a ticket whose run has no record is dropped. */
+const ORPHAN_DELIVERIES = 50;
 /** How long one pull waits for a ticket before checking the abort signal again. */
 const PULL_WAIT_MS = 1000;
 
@@ -61,10 +63,22 @@ export class ClusterScheduler {
     if (run.claimedAt !== undefined && (this.lastServed.get(run.owner) ?? '') < run.claimedAt) this.lastServed.set(run.owner, run.claimedAt);
   }
 
-  /** Stores the run's record (queued), then its ticket: a ticket never precedes its record. */
+  /**
+   * Stores the run's record (queued) and its ticket at once: one round trip on the start's path,
+   * not two. A member whose ticket arrives before the record reads the record (claimFor); a
+   * ticket whose record could not be stored is taken back out of the queue.
+   */
   async submit(run: ClusterRun): Promise<number> {
-    const revision = await this.records.create(run);
-    await this.queue.enqueue(run.runId);
+    const ticket = this.queue.enqueue(run.runId);
+    ticket.catch(() => undefined); // awaited below; a rejection before then is not unhandled
+    let revision: number;
+    try {
+      revision = await this.records.create(run);
+    } catch (error) {
+      await ticket.then((seq) => this.queue.withdraw(seq), () => undefined).catch(() => undefined); // left behind, it is dropped as an orphan (claimFor)
+      throw error;
+    }
+    await ticket;
     return revision;
   }
 
@@ -90,6 +104,11 @@ export class ClusterScheduler {
 
   private async claimFor(lease: Lease, canRun: (run: ClusterRun) => boolean, prepare: Prepare): Promise<Claim | undefined> {
     if (lease.runId !== undefined && (await this.surplus(lease.runId))) {
+      await lease.ack();
+      return undefined;
+    }
+    // A ticket whose run never got a record (its front failed between the two writes), offered long enough.
+    if (lease.runId !== undefined && lease.deliveries > ORPHAN_DELIVERIES && (await this.records.refresh(lease.runId)) === undefined) {
       await lease.ack();
       return undefined;
     }

@@ -50,6 +50,11 @@ export class SlotQueue {
     return ack.seq;
   }
 
+  /** Takes a ticket back out of the queue (its run could not be recorded). */
+  async withdraw(seq: number): Promise<void> {
+    await this.link.jsm.streams.deleteMessage(this.names.queueStream, seq, false);
+  }
+
   /**
    * The next ticket, waiting up to `waitMs` (0: only one already free), or undefined. The server
    * gives none while `cap` tickets are out, which is what makes the cap hold.
