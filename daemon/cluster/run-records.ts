@@ -14,7 +14,7 @@
  */
 import { Kvm, type KV } from '@nats-io/kv';
 import { SubagentError } from '../../protocol/index.js';
-import type { NatsLink } from './nats-link.js';
+import { withoutStacks, type NatsLink } from './nats-link.js';
 
 export interface Revisioned<T> {
   readonly record: T;
@@ -49,7 +49,7 @@ export class RunRecords<T extends { readonly runId: string }> {
   /** Stores a new record; REVISION_CONFLICT if the run id exists. */
   async create(record: T): Promise<number> {
     try {
-      const revision = await this.kv.create(KEY_PREFIX + record.runId, JSON.stringify(record));
+      const revision = await withoutStacks(() => this.kv.create(KEY_PREFIX + record.runId, JSON.stringify(record)));
       this.observe(record, revision);
       return revision;
     } catch (error) {
@@ -58,7 +58,7 @@ export class RunRecords<T extends { readonly runId: string }> {
   }
 
   async get(runId: string): Promise<Revisioned<T> | undefined> {
-    const entry = await this.kv.get(KEY_PREFIX + runId);
+    const entry = await withoutStacks(() => this.kv.get(KEY_PREFIX + runId));
     if (!entry || entry.operation !== 'PUT') return undefined;
     return { record: entry.json<T>(), revision: entry.revision };
   }
@@ -73,7 +73,7 @@ export class RunRecords<T extends { readonly runId: string }> {
   /** Replaces the record if it is still at `expectedRevision`; REVISION_CONFLICT otherwise. */
   async transition(runId: string, next: T, expectedRevision: number): Promise<number> {
     try {
-      const revision = await this.kv.update(KEY_PREFIX + runId, JSON.stringify(next), expectedRevision);
+      const revision = await withoutStacks(() => this.kv.update(KEY_PREFIX + runId, JSON.stringify(next), expectedRevision));
       this.observe(next, revision);
       return revision;
     } catch (error) {

@@ -158,7 +158,11 @@ export class ClusterScheduler {
 
   /** Queued runs this member can run, plus every running one (fairness counts what executes). */
   private *candidates(canRun: (run: ClusterRun) => boolean): Generator<ClusterRun> {
-    for (const run of this.active.values()) if (run.state === 'running' || (!this.claiming.has(run.runId) && canRun(run))) yield run;
+    for (const run of this.active.values()) {
+      // A run another loop here is claiming counts as running for its client: the fair pick moves on to the next client.
+      if (this.claiming.has(run.runId)) yield { ...run, state: 'running' };
+      else if (run.state === 'running' || canRun(run)) yield run;
+    }
   }
 
   /** The ticket's own run was cancelled while queued (it ended unclaimed): one ticket too many. */

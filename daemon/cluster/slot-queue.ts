@@ -20,7 +20,7 @@
  */
 import { AckPolicy, DeliverPolicy, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
 import { nanos, type Msg } from '@nats-io/transport-node';
-import type { NatsLink } from './nats-link.js';
+import { withoutStacks, type NatsLink } from './nats-link.js';
 import type { ClusterNames } from './names.js';
 
 export interface SlotQueueOptions {
@@ -46,7 +46,7 @@ export class SlotQueue {
 
   /** Puts one ticket in the queue; the run id de-duplicates a retried publish. */
   async enqueue(runId: string): Promise<number> {
-    const ack = await this.link.js.publish(this.names.queueSubject, JSON.stringify({ runId }), { msgID: runId });
+    const ack = await withoutStacks(() => this.link.js.publish(this.names.queueSubject, JSON.stringify({ runId }), { msgID: runId }));
     return ack.seq;
   }
 
@@ -64,7 +64,7 @@ export class SlotQueue {
     const api = `$JS.API.CONSUMER.MSG.NEXT.${this.names.queueStream}.${this.names.slotsConsumer}`;
     const request = waitMs > 0 ? { batch: 1, expires: nanos(waitMs) } : { batch: 1, no_wait: true };
     // noMux: a pulled message arrives under its own subject, not the inbox the muxer matches on.
-    const msg = await nc.request(api, JSON.stringify(request), { timeout: waitMs + 5000, noMux: true });
+    const msg = await withoutStacks(() => nc.request(api, JSON.stringify(request), { timeout: waitMs + 5000, noMux: true }));
     // 404 (no messages), 408 (expired), 409 (limits): status-only replies, no ticket.
     if (msg.headers?.hasError || msg.headers?.code || !msg.reply) return undefined;
     return new Lease(this.link, msg, this.options.ackWaitMs);
@@ -228,7 +228,7 @@ export class Lease {
    * confirms, the lease is kept alive: an ack that fails (NATS away) can be tried again.
    */
   async ack(): Promise<void> {
-    await this.link.nc.request(this.msg.reply!, '+ACK', { timeout: 5000 });
+    await withoutStacks(() => this.link.nc.request(this.msg.reply!, '+ACK', { timeout: 5000 }));
     this.stop();
   }
 
