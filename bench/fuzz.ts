@@ -2,11 +2,14 @@
  * The long run of the structure-aware wire fuzzer (test/support/wire-fuzz.ts) against a real
  * daemon on a unix socket and loopback TCP:
  *
- *   npm run fuzz -- --frames 100000 [--seed N] [--clients 20] [--runs 50] [--connections 4]
+ *   npm run fuzz -- --frames 100000 [--seed N] [--clients 20] [--runs 50] [--connections 4] [--face-lines 2000]
  *
- * Prints the report and exits 1 unless the daemon lived, every bystander and load run completed,
- * every connection kept answering, and the daemon logged no unhandled rejection or uncaught
- * exception.
+ * Then the MCP and ACP faces' stdin (test/support/face-fuzz.ts): `--face-lines` seeded lines
+ * each, malformed, non-object and oversize among them.
+ *
+ * Prints the reports and exits 1 unless the daemon lived, every bystander and load run completed,
+ * every connection kept answering, the daemon logged no unhandled rejection or uncaught
+ * exception, and each face answered every line it had to (0 hangs) and was still running.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,6 +18,8 @@ import { parseArgs } from 'node:util';
 import { startLoadDaemon } from '../test/support/load-daemon.js';
 import { runWireFuzz } from '../test/support/wire-fuzz.js';
 import { tcpConfig } from '../test/support/wire-peers.js';
+import { CliSandbox } from '../test/support/cli-harness.js';
+import { runFaceFuzz } from '../test/support/face-fuzz.js';
 
 const { values } = parseArgs({
   options: {
@@ -23,6 +28,7 @@ const { values } = parseArgs({
     clients: { type: 'string', default: '20' },
     runs: { type: 'string', default: '50' },
     connections: { type: 'string', default: '4' },
+    'face-lines': { type: 'string', default: '2000' },
   },
 });
 const frames = Number(values.frames);
@@ -65,8 +71,19 @@ try {
     report.bystanderFailures.length === 0 &&
     report.loadFailures.length === 0 &&
     report.loadCompleted === loadClients * runsPerClient;
-  console.log(ok ? 'PASS' : 'FAIL');
-  process.exitCode = ok ? 0 : 1;
+  let facesOk = true;
+  const box = new CliSandbox('subagentd-fuzz-faces-');
+  try {
+    for (const face of ['mcp', 'acp'] as const) {
+      const faceReport = await runFaceFuzz({ box, face, lines: Number(values['face-lines']), seed });
+      console.log(JSON.stringify(faceReport));
+      facesOk &&= faceReport.hangs.length === 0 && faceReport.alive && faceReport.garbage === 0 && faceReport.oversizeAnswered === (faceReport.byKind['oversize'] ?? 0);
+    }
+  } finally {
+    await box.cleanup();
+  }
+  console.log(ok && facesOk ? 'PASS' : 'FAIL');
+  process.exitCode = ok && facesOk ? 0 : 1;
 } finally {
   await daemon.stop();
   rmSync(dir, { recursive: true, force: true });

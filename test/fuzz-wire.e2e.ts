@@ -5,7 +5,8 @@
  * Every request with a valid id gets an answer (a result or a JSON-RPC error; never silence,
  * never an internal error); params the protocol's validator rejects are INVALID_REQUEST naming
  * the validator's field; every run the fuzz managed to start still ends; the daemon survives and
- * a fresh client completes runs afterwards.
+ * a fresh client completes runs afterwards. The MCP and ACP faces' stdin is fuzzed too
+ * (support/face-fuzz.ts): malformed, non-object and oversize lines, 0 hangs.
  *
  * Deterministic per seed: FC_SEED overrides it; it is printed on failure.
  */
@@ -20,6 +21,8 @@ import { frame, isAlive, pollUntil, startLoadDaemon, writeScript, type LoadDaemo
 import { RawPeer, type RpcMessage } from './support/raw-peer.js';
 import { checkParams, defuse, EXAMPLES, METHODS, paramsFor, runWireFuzz, semanticStart, type Method } from './support/wire-fuzz.js';
 import { tcpConfig, type WireTarget } from './support/wire-peers.js';
+import { CliSandbox } from './support/cli-harness.js';
+import { runFaceFuzz } from './support/face-fuzz.js';
 
 const SEED = process.env['FC_SEED'] !== undefined ? Number(process.env['FC_SEED']) : Date.now() % 2_147_483_647;
 const MAX_DEPTH = 64; // the guarded reader's default nesting limit
@@ -382,4 +385,29 @@ describe('structure-aware frame fuzzing, seeded (npm run fuzz runs the long vers
     }
     expect(report.hangUps).toBeGreaterThan(0);
   }, 240_000);
+});
+
+describe("the faces' stdin, fuzzed with malformed and oversize lines (npm run fuzz runs the long version)", () => {
+  const LINES = 300;
+  let box: CliSandbox;
+
+  beforeAll(() => {
+    box = new CliSandbox('subagentd-fuzz-faces-');
+  });
+  afterAll(async () => {
+    await box?.cleanup();
+  });
+
+  it.each(['mcp', 'acp'] as const)(`%s: ${LINES} lines, 0 hangs, every oversize line answered -32600 for its id, the face alive`, async (face) => {
+    const report = await withSeed(`${face} stdin`, () => runFaceFuzz({ box, face, lines: LINES, seed: SEED }));
+    figures.push(`${face} stdin fuzz: ${JSON.stringify(report)}`);
+    expect(report.hangs).toEqual([]);
+    expect(report.alive).toBe(true);
+    expect(report.garbage).toBe(0);
+    expect(report.linesSent).toBe(LINES);
+    for (const kind of ['request', 'malformed', 'non-object', 'bad-envelope', 'oversize']) expect(report.byKind[kind], kind).toBeGreaterThan(0);
+    expect(report.oversizeAnswered).toBe(report.byKind['oversize']);
+    // Each malformed line (-32700) and each non-object (-32600) is answered, id null.
+    expect(report.nullIdErrors).toBeGreaterThanOrEqual((report.byKind['malformed'] ?? 0) + (report.byKind['non-object'] ?? 0));
+  }, 180_000);
 });

@@ -8,10 +8,12 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import type { StatusResult } from '../../protocol/index.js';
 
-export const REPO = resolve(import.meta.dirname, '..', '..');
+// Two levels up from test/support/, or three from the built dist/test/support/ (bench/fuzz.ts uses it).
+const up = resolve(import.meta.dirname, '..', '..');
+export const REPO = basename(up) === 'dist' ? dirname(up) : up;
 export const MAIN = join(REPO, 'dist', 'cli', 'main.js');
 export const DAEMON_CLI = join(REPO, 'dist', 'cli', 'main.js');
 export const EXAMPLES = join(REPO, 'examples');
