@@ -141,6 +141,7 @@ export async function daemonCommand(argv: string[]): Promise<number> {
     ...(settings.config.pollSpinMicros !== undefined && { pollSpinMicros: settings.config.pollSpinMicros }),
     ...(settings.config.sessionRetentionDays !== undefined && { sessionRetentionDays: settings.config.sessionRetentionDays }),
     ...(settings.config.limits?.maxOutputBytes !== undefined && { maxOutputBytes: settings.config.limits.maxOutputBytes }),
+    ...(settings.config.limits?.idempotencyWindowMs !== undefined && { idempotencyWindowMs: settings.config.limits.idempotencyWindowMs }),
     ...(settings.config.retention !== undefined && { retention: settings.config.retention }),
     admission,
     ...(settings.config.maxFrameBytes !== undefined && { frameLimits: { maxFrameBytes: settings.config.maxFrameBytes } }),

@@ -58,6 +58,8 @@ export class ReconnectingConnection {
   private closing = false;
   /** Set from a loss until `reconnected` (or giving up): the loss it recovers from. */
   private reconnecting: SubagentError | undefined;
+  /** What waits for the reconnect under way to end (a start to send again: start-retry.ts). */
+  private readonly recoveryWaiters = new Set<() => void>();
   /** Set once reconnecting gave up: what every later call rejects with. */
   private finalError: SubagentError | undefined;
   private readonly pause = new Pause();
@@ -130,10 +132,22 @@ export class ReconnectingConnection {
     );
   }
 
+  /** Resolves once the reconnect under way has ended, either way (at once when there is none). */
+  recovered(): Promise<void> {
+    if (!this.recovering) return Promise.resolve();
+    return new Promise((resolve) => this.recoveryWaiters.add(resolve));
+  }
+
+  private endRecovery(): void {
+    for (const wake of this.recoveryWaiters) wake();
+    this.recoveryWaiters.clear();
+  }
+
   /** The service was never handed out: a loss from here on is nobody's to recover. */
   abandon(): void {
     this.closing = true;
     this.pause.interrupt();
+    this.endRecovery();
   }
 
   /** Close the connection (and any re-dial in its handshake); unsettled runs reject. */
@@ -209,6 +223,7 @@ export class ReconnectingConnection {
         continue;
       }
       this.reconnecting = undefined;
+      this.endRecovery();
       this.host.events.emit('reconnected', { epoch: answer.daemon.epoch, restarted, attempts });
       return;
     }
@@ -241,6 +256,7 @@ export class ReconnectingConnection {
     );
     this.finalError = error;
     this.reconnecting = undefined;
+    this.endRecovery();
     for (const record of this.host.runs.drain()) record.fail(error);
     this.retained.clear();
   }

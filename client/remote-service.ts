@@ -10,6 +10,7 @@
  * (list, start, adopt, close, on, ops, children) plus each run's controls (cancel, dispose,
  * sendMessage, resume, wait); every piece of logic behind them lives in the modules named above.
  */
+import { untilAnswered } from './start-retry.js';
 import { randomBytes } from 'node:crypto';
 import { CancellationTokenSource } from 'vscode-jsonrpc/node';
 import {
@@ -308,10 +309,7 @@ export class RemoteSubagentService {
     }
     try {
       return await this.openRun(descriptor.runtime, request.signal, tools, request.onEvent, (token) =>
-        this.channel.request(StartRequest, params, {
-          token,
-          ...timeout(this.options.startTimeoutMs),
-        }),
+        untilAnswered(this.connection, request.signal, () => this.channel.request(StartRequest, params, { token, ...timeout(this.options.startTimeoutMs) })),
       );
     } finally {
       if (params.progressToken !== undefined) this.startProgress.delete(params.progressToken);

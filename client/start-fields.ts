@@ -6,6 +6,7 @@
 import { SubagentError, depthProblem, type ClientToolDeclaration, type ParentRef, type ProviderDescriptor, type StartParams } from '../protocol/index.js';
 import { toParentRef } from './parent-ref.js';
 import { activeTraceparent } from './trace-context.js';
+import { idempotencyKeyFor } from './start-retry.js';
 import type { ClientStartRequest, ClientTool } from './types.js';
 
 export interface CommonStartFields {
@@ -91,6 +92,8 @@ export function startParams(
     params.tools = [...tools.values()].map(({ name: toolName, description, inputSchema }): ClientToolDeclaration => ({ name: toolName, description, inputSchema }));
   }
   if (request.onEvent) params.stream = true;
+  // A retried start (start-retry.ts) goes out with the same params, so under the same key.
+  params.idempotencyKey = idempotencyKeyFor(request.idempotencyKey);
   return params;
 }
 

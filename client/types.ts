@@ -65,6 +65,12 @@ export interface ClientStartRequest extends SubagentStartRequestBase, WorktreeIs
   readonly onStartProgress?: (progress: StartProgress) => void;
   /** W3C `traceparent` the run's spans continue; default: the active OpenTelemetry span's, if any (client/trace-context.ts). */
   readonly traceparent?: string;
+  /**
+   * Makes the start safe to send again (≤ 128 chars): within 10 minutes, a start under the same
+   * key and parent session answers the run the first one made. Default: a fresh key per start,
+   * reused when the service reconnects and sends a start whose answer it never got.
+   */
+  readonly idempotencyKey?: string;
 }
 
 /**

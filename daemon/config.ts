@@ -64,6 +64,8 @@ export interface DaemonConfig {
     readonly lineageTokens?: number;
     /** Tokens one client (by its `initialize` name) may use per UTC day; a start beyond it is refused. */
     readonly clientTokensPerDay?: number;
+    /** How long a start's idempotency key answers for its run (default 10 minutes). */
+    readonly idempotencyWindowMs?: number;
   };
   /**
    * Explicit limits per model endpoint, keyed by base URL (`*`: any endpoint not named); every
@@ -196,6 +198,7 @@ const schema = {
         preAuthTotalBytes: { type: 'integer', minimum: 1024, maximum: 1024 * 1024 * 1024 },
         lineageTokens: positiveInt,
         clientTokensPerDay: positiveInt,
+        idempotencyWindowMs: { type: 'integer', minimum: 1000, maximum: 7 * 24 * 3600 * 1000 },
       },
     },
     persona: { type: 'string' },

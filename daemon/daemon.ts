@@ -87,6 +87,8 @@ export interface DaemonOptions {
   readonly ledger?: (local: LocalLedger) => RunLedger;
   /** Cap on one run's output and on its event stream (protocol/output-cap.ts; default 2 MiB). */
   readonly maxOutputBytes?: number;
+  /** limits.idempotencyWindowMs: how long a start's idempotency key answers for its run. */
+  readonly idempotencyWindowMs?: number;
   /** The config and environment in force, for status (see reload.ts). */
   readonly settingsStatus?: () => NonNullable<StatusResult['config']>;
   /** Write faults of the state dir; pass the one the daemon log reports to (see state-faults.ts). */
@@ -176,6 +178,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
     ...(options.detachGraceMs !== undefined && { detachGraceMs: options.detachGraceMs }),
     ...(options.maxOutputBytes !== undefined && { maxOutputBytes: options.maxOutputBytes }),
     ...(options.budgets && { budgets: options.budgets }),
+    ...(options.idempotencyWindowMs !== undefined && { idempotencyWindowMs: options.idempotencyWindowMs }),
   });
   options.delegation?.bind(service);
   const children = new ContinuableChildren(service, new ChildIndex(files.children), log);

@@ -195,6 +195,12 @@ export const StartRequest = defineRequest(
       ...isolationFields,
       /** The caller's W3C trace context: the run's spans continue its trace (since 1.4). */
       traceparent,
+      /**
+       * Since 1.4: makes a retried start safe. A start whose key its parent session
+       * (`parent.sessionId`) used in the last `limits.idempotencyWindowMs` (10 minutes) answers
+       * that start's run, attached to this connection, instead of starting another.
+       */
+      idempotencyKey: nonEmpty(128),
     },
     ['provider', 'prompt', 'parent'],
   ),

@@ -174,6 +174,23 @@ describe('reconnect', { timeout: 5000 }, () => {
     await expect(waiting).resolves.toEqual(COMPLETED);
   });
 
+  it('a start whose answer never came is sent again after the reconnect, under the same idempotency key', async () => {
+    const { daemon, service } = await setup((index) => (index === 0 ? { 'subagent/start': () => never() } : {}));
+    const first = await daemon.connection(0);
+    const starting = service.start('spawn', request());
+    await until(() => first.paramsOf('subagent/start').length === 1, 1000, 'the start to arrive');
+    first.socket.destroy();
+    const second = await daemon.connection(1);
+    const run = (await starting) as RemoteSubagentRun;
+    const [sent] = first.paramsOf('subagent/start') as Array<{ idempotencyKey: string }>;
+    expect(sent!.idempotencyKey).toMatch(/^[0-9a-f-]{36}$/);
+    expect(second.paramsOf('subagent/start')).toEqual([sent]);
+    expect(run.id).toBeDefined();
+    // A key the caller chose goes out as given.
+    await service.start('spawn', { ...request(), idempotencyKey: 'my-key' });
+    expect(second.paramsOf('subagent/start')).toMatchObject([sent, { idempotencyKey: 'my-key' }]);
+  });
+
   it('reports restarted: false when the epoch is unchanged', async () => {
     const same = () => ({ protocolVersion: PROTOCOL_VERSION, daemon: IDENTITY, providers: [descriptor('spawn')] });
     const { daemon, service } = await setup(() => ({ initialize: same }));

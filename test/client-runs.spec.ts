@@ -96,6 +96,8 @@ describe('start and result', { timeout: 5000 }, () => {
         env: { TOKEN_FREE: '1' },
         tools: [{ name: 'lookup', description: 'Look up', inputSchema: { type: 'object' } }],
         stream: true,
+        // A fresh key per start (the same start sent again after a reconnect keeps it).
+        idempotencyKey: expect.stringMatching(/^[0-9a-f-]{36}$/),
       },
     ]);
   });

@@ -14,6 +14,8 @@
  * - Start checks run in the seam's order (start-checks.ts), before a slot is taken; a start
  *   cancelled before its child is ready is ABORTED, and a child ready too late is disposed.
  * - A resumption is a new run of the same child, admitted like a start.
+ * - A start with an idempotency key is made once per parent session and key within the window
+ *   (idempotency/start-keys.ts); a repeat answers the same run, attached to the asking connection.
  * - A connection that goes away leaves its runs detached for `detachGraceMs`; its token
  *   re-attaches them, else they are cancelled and disposed. Its pending starts are cancelled.
  * - A shutdown refuses new starts; a drain waits up to its timeout, then checkpoints what can be
@@ -24,6 +26,7 @@ import type { Logger } from 'pino';
 import {
   SubagentError,
   DEFAULT_MAX_OUTPUT_BYTES,
+  endEventOf,
   type AttachResult,
   type ContentBlock,
   type InspectResult,
@@ -36,6 +39,7 @@ import {
   type StartResult,
   type SubagentResult,
 } from '../../protocol/index.js';
+import { StartKeys, type KeyedRun } from '../idempotency/start-keys.js';
 import type { DaemonProvider, DaemonRun, IsolationRequest, ProviderStartRequest, RunHost } from '../provider.js';
 import type { Lease, ListedRun, RunLedger, StoredRun } from '../store/run-ledger.js';
 import { LineageSlots, type LineageSlotStats } from './lineage-slots.js';
@@ -77,6 +81,8 @@ export interface SubagentServiceOptions {
   readonly decorateProvider?: (provider: DaemonProvider) => DaemonProvider;
   /** Token budgets of lineages and clients (daemon/upstream/token-budgets.ts); absent: none. */
   readonly budgets?: TokenBudgets;
+  /** How long a start's idempotency key answers for its run (limits.idempotencyWindowMs, default 10 minutes). */
+  readonly idempotencyWindowMs?: number;
 }
 
 export class SubagentService {
@@ -90,6 +96,8 @@ export class SubagentService {
   private readonly detachGraceMs: number;
   private readonly maxOutputBytes: number;
   private readonly budgets: TokenBudgets | undefined;
+  /** Keyed starts of the last window (idempotency/start-keys.ts). */
+  private readonly startKeys: StartKeys;
   private shuttingDown = false;
   /** Telemetry and the web view (run-observer.ts); absent until the first observer. */
   private observers: RunObservers | undefined;
@@ -103,6 +111,7 @@ export class SubagentService {
     this.detachGraceMs = options.detachGraceMs ?? 60_000;
     this.maxOutputBytes = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
     this.budgets = options.budgets;
+    this.startKeys = new StartKeys(options.idempotencyWindowMs);
     this.recovery = new RunRecovery(this.ledger, this.registry, log, this.maxOutputBytes);
     this.lifecycle = new RunLifecycle(this.ledger, this.table, log, this.maxOutputBytes, () => this.shuttingDown);
   }
@@ -148,6 +157,37 @@ export class SubagentService {
    * `extras.answer`: the connection that answers this start (see StartAnswer).
    */
   async start(params: StartParams, owner: RunOwner, cancel: AbortSignal, extras: StartExtras = {}): Promise<StartResult> {
+    if (params.idempotencyKey === undefined) return this.startAfresh(params, owner, cancel, extras);
+    const claim = await this.startKeys.claim(params.parent.sessionId, params.idempotencyKey);
+    if ('run' in claim) return this.startAgain(claim.run, owner, params.stream === true, extras.answer);
+    try {
+      const started = await this.startAfresh(params, owner, cancel, extras);
+      claim.first({ runId: started.runId, runToken: started.runToken });
+      return started;
+    } catch (error) {
+      claim.first(undefined);
+      throw error;
+    }
+  }
+
+  /**
+   * A start repeated under its key: the run the first one made, attached to `owner` as by its
+   * token. A run that settled meanwhile has its end notice sent again, after the answer: the
+   * owner it had then may never have been told.
+   */
+  private async startAgain(keyed: KeyedRun, owner: RunOwner, stream: boolean, answer: StartAnswer | undefined): Promise<StartResult> {
+    const { result } = await this.attach(keyed.runId, keyed.runToken, owner, stream);
+    const record = this.table.get(keyed.runId)!;
+    const identity = { runId: record.runId, provider: record.provider, id: record.id, local: record.local };
+    if (result) {
+      const end = { ...endEventOf(identity, result), result };
+      if (answer) answer.whenSent(identity.runId, () => owner.notifyEnd(end));
+      else owner.notifyEnd(end);
+    }
+    return { ...identity, runToken: keyed.runToken };
+  }
+
+  private async startAfresh(params: StartParams, owner: RunOwner, cancel: AbortSignal, extras: StartExtras): Promise<StartResult> {
     const { progress } = extras;
     if (this.shuttingDown) throw new SubagentError('SHUTTING_DOWN', 'the daemon is shutting down and accepts no new runs');
     const provider = this.registry.get(params.provider);
