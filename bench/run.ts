@@ -21,6 +21,7 @@ import { poolBench } from './pool.js';
 import { startupBench } from './startup.js';
 import { storedRunsBench } from './stored-runs.js';
 import { streamingBench } from './streaming.js';
+import { upstreamBench } from './upstream.js';
 import { Cleanup, withTimeout } from './procs.js';
 import { Report } from './report.js';
 import { wireOverhead } from './wire.js';
@@ -82,6 +83,11 @@ const sections: SectionRun[] = [
     name: 'streaming',
     timeoutMs: 60_000,
     run: (cleanup, world) => streamingBench(report, cleanup, world, { pairs: q(5, 1), budgetMs: q(2000, 600) }),
+  },
+  {
+    name: 'upstream',
+    timeoutMs: 120_000,
+    run: (cleanup, world) => upstreamBench(report, cleanup, world, { children: 40, streamLimit: 4, streamMs: q(1000, 400) }),
   },
   {
     name: 'long-run',

@@ -5,9 +5,11 @@
  * - Concurrency is adaptive (AIMD). It starts at `maxConcurrent` when the config names one, else
  *   at INITIAL_LIMIT, and grows while it is used: by half a request per success until the
  *   endpoint first pushes back (a gentle slow start: it overshoots by half, not double), then by
- *   1/limit per success. A 429 or 503 cuts it to what the provider was serving at that moment
- *   (the requests already streaming; at least a 10% cut, half when nothing streamed), once per
- *   round of requests sent at one limit. The cut level is a ceiling for CEILING_HOLD_MS, so a
+ *   1/limit per success. A 429 or 503 cuts it to what the provider showed it serves: the most
+ *   responses streaming at once between the push-back and the end of the pause it brings (at
+ *   least a 10% cut, half when nothing streamed), once per round of requests sent at one limit.
+ *   The cut waits for the pause's end (nothing is sent meanwhile) because requests sent with the
+ *   refused one get their answers only just after it. The cut level is a ceiling for CEILING_HOLD_MS, so a
  *   provider with a fixed stream cap sees one probe a minute, not a 429 every few requests.
  * - `Retry-After` (or PUSHBACK_PAUSE_MS without one) pauses the whole endpoint: no request is
  *   sent by any child until it has passed.
@@ -72,6 +74,8 @@ export const PUSHBACK_PAUSE_MS = 1_000;
 /** The longest single `Retry-After` pause honoured (a provider asking for an hour gets a minute, then a probe). */
 export const MAX_PAUSE_MS = 60_000;
 const WINDOW_MS = 60_000;
+/** The least a push-back holds the endpoint (a `Retry-After: 0` too): the answers to requests sent with it arrive meanwhile. */
+const MIN_CUT_SETTLE_MS = 100;
 
 interface Waiter {
   readonly who: Requester;
@@ -87,6 +91,8 @@ export class EndpointGovernor {
   private inFlight = 0;
   /** Permits whose response has begun: what the provider is serving. */
   private serving = 0;
+  /** A cut decided by a push-back, applied when its pause ends: the limit then, and the most served since. */
+  private pendingCut: { from: number; peak: number } | undefined;
   /** Each decrease starts a new round; push-back from requests sent before it does not cut again. */
   private round = 0;
   private everThrottled = false;
@@ -163,6 +169,7 @@ export class EndpointGovernor {
   status(): EndpointStatus {
     const now = this.now();
     this.trim(now);
+    this.applyCut(now);
     return {
       endpoint: this.label,
       limit: Math.floor(this.limit),
@@ -195,6 +202,7 @@ export class EndpointGovernor {
         if (serving || released) return;
         serving = true;
         this.serving += 1;
+        if (this.pendingCut !== undefined) this.pendingCut.peak = Math.max(this.pendingCut.peak, this.serving);
       },
       release: (outcome) => {
         if (released) return;
@@ -213,8 +221,8 @@ export class EndpointGovernor {
     const max = this.limits.maxConcurrent ?? Number.POSITIVE_INFINITY;
     if (outcome.kind === 'ok') {
       if (outcome.tokens !== undefined && outcome.tokens > 0) this.tokens.push({ at: now, tokens: outcome.tokens });
-      // Grow only a limit that is in use: idle capacity proves nothing.
-      if (this.inFlight < Math.floor(this.limit)) return;
+      // Grow only a limit that is in use (idle capacity proves nothing), and not while a cut is pending.
+      if (this.inFlight < Math.floor(this.limit) || this.pendingCut !== undefined) return;
       const cap = this.ceiling !== undefined && this.ceiling.until > now ? Math.min(max, this.ceiling.level) : max;
       const step = this.everThrottled ? 1 / this.limit : 0.5;
       this.limit = Math.max(this.limit, Math.min(cap, this.limit + step));
@@ -228,7 +236,16 @@ export class EndpointGovernor {
     // Push-back from requests sent before the last cut says nothing new about the limit.
     if (round !== this.round) return;
     this.round += 1;
-    const cut = this.serving > 0 ? Math.min(this.serving, Math.floor(this.limit * 0.9)) : Math.floor(this.limit / 2);
+    this.pendingCut ??= { from: this.limit, peak: this.serving };
+    this.pausedUntil = Math.max(this.pausedUntil, now + MIN_CUT_SETTLE_MS);
+  }
+
+  /** Applies a pending cut once its pause is over. */
+  private applyCut(now: number): void {
+    const pending = this.pendingCut;
+    if (pending === undefined || this.pausedUntil > now) return;
+    this.pendingCut = undefined;
+    const cut = pending.peak > 0 ? Math.min(pending.peak, Math.floor(pending.from * 0.9)) : Math.floor(pending.from / 2);
     this.limit = Math.max(1, cut);
     this.ceiling = { level: this.limit, until: now + CEILING_HOLD_MS };
   }
@@ -237,6 +254,7 @@ export class EndpointGovernor {
   private blockedFor(): number {
     const now = this.now();
     this.trim(now);
+    this.applyCut(now);
     let wait = Math.max(0, this.pausedUntil - now);
     if (this.inFlight >= Math.floor(this.limit)) wait = Math.max(wait, Number.POSITIVE_INFINITY);
     const rpm = this.limits.requestsPerMinute;
