@@ -159,6 +159,11 @@ export const COMMANDS: readonly CommandSpec[] = [
     run: async ({ settings }) => (await opsCommands()).gcCommand(settings()),
   },
   {
+    name: 'ui',
+    summary: 'open the live web view: prints a one-time URL served by the daemon on loopback',
+    run: async ({ settings }) => (await opsCommands()).uiCommand(settings()),
+  },
+  {
     name: 'status',
     summary: "the daemon's state",
     run: async ({ settings }) => (await opsCommands()).statusCommand(settings()),

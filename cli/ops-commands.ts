@@ -68,6 +68,18 @@ export async function restartCommand(settings: CommonSettings, timeoutS: number)
   return 0;
 }
 
+/** `subagentd ui`: the daemon serves the page; this prints the URL with its one-time token. */
+export async function uiCommand(settings: CommonSettings): Promise<number> {
+  const client = await openClient(settings, { autoStart: true });
+  try {
+    const { url } = await client.ops.ui();
+    print(settings.json ? JSON.stringify({ url }) : `Open the subagentd web view (the link works once):\n\n    ${url}\n`);
+    return 0;
+  } finally {
+    await client.close();
+  }
+}
+
 export async function statusCommand(settings: CommonSettings): Promise<number> {
   const client = await openClient(settings, { autoStart: false });
   try {

@@ -10,6 +10,8 @@ import {
   RunsListRequest,
   ShutdownRequest,
   StatusRequest,
+  UiRequest,
+  type UiResult,
   type AttachResult,
   type InspectResult,
   type GcResult,
@@ -39,6 +41,11 @@ export class DaemonOps {
 
   private get timeout(): { timeoutMs?: number } {
     return this.timeoutMs === undefined ? {} : { timeoutMs: this.timeoutMs };
+  }
+
+  /** `daemon/ui`: the web view's URL with a fresh one-time token (`subagentd ui`). */
+  ui(): Promise<UiResult> {
+    return this.channel.request(UiRequest, {}, this.timeout);
   }
 
   status(): Promise<StatusResult> {

@@ -17,6 +17,7 @@ import {
   type GcResult,
   type SessionLogResult,
   type StatusResult,
+  type UiResult,
 } from '../protocol/index.js';
 import { createToken, tokenPathFor, writeTokenFile } from '../common/daemon-token.js';
 import { isoTime } from '../common/iso-time.js';
@@ -315,6 +316,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
         shutdown: (drain, timeoutMs) => void daemon.close({ drain, timeoutMs }),
         gc,
         sessionLog,
+        openUi,
         log,
       },
       destroy,
@@ -345,6 +347,15 @@ export function createDaemon(options: DaemonOptions): Daemon {
       return true;
     }
     return false;
+  };
+
+  /** `daemon/ui`: the web view (daemon/ui/), loaded and started at the first ask, on loopback. */
+  let ui: Promise<{ mintUrl(): string; close(): Promise<void> }> | undefined;
+  const openUi = async (): Promise<UiResult> => {
+    if (service.isShuttingDown) throw new SubagentError('SHUTTING_DOWN', 'the daemon is shutting down');
+    ui ??= import('./ui/ui-server.js').then((module) => module.startUi(daemon));
+    ui.catch(() => (ui = undefined));
+    return { url: (await ui).mintUrl() };
   };
 
   /** Refuses a connection over its listener's cap, saying why, without reading from it. */
@@ -440,6 +451,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
         // Warm agent processes are no run: the providers holding them stop them here.
         await Promise.allSettled(service.registry.all().map((provider) => provider.close?.()));
         children.close();
+        await ui?.then((server) => server.close(), () => undefined);
         // Stop accepting first; a listener finishes closing only once its connections are gone.
         const stopped = listeners.map((listener) => listener.close());
         await Promise.allSettled([...connections].map((c) => c.close('daemon shut down')));

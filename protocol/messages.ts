@@ -484,6 +484,13 @@ export const ShutdownRequest = defineRequest(
 );
 export type ShutdownParams = ParamsOf<typeof ShutdownRequest>;
 
+/**
+ * `subagentd ui` (since 1.4): the daemon serves its web view on loopback (started at the first
+ * ask) and answers a URL carrying a fresh one-time token; see docs/observability.md.
+ */
+export const UiRequest = defineRequest('daemon/ui', empty, obj({ url: nonEmpty(2048) }, ['url']));
+export type UiResult = ResultOf<typeof UiRequest>;
+
 /** What `daemon/gc` did: retention applied now (the daemon also applies it at start and daily). */
 export const GcRequest = defineRequest(
   'daemon/gc',

@@ -59,6 +59,8 @@ import {
   type InitializeParams,
   type GcResult,
   type SessionLogResult,
+  type UiResult,
+  UiRequest,
   type InitializeResult,
   type RunInfo,
   type PermissionParams,
@@ -123,6 +125,8 @@ export interface ConnectionContext {
   gc(): GcResult;
   /** `daemon/session`: any run's stored session log (the operator's read). */
   sessionLog(runId: string): Promise<SessionLogResult>;
+  /** `daemon/ui`: the web view's one-time URL (daemon/ui/, loaded at the first ask). */
+  openUi?(): Promise<UiResult>;
   readonly log: Logger;
 }
 
@@ -553,6 +557,10 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber,
     this.handle(ChildAttachRequest, (p) => ({ delivered: children.attach(p.ownerKey, this) }));
     this.handle(GcRequest, () => this.ctx.gc());
     this.handle(SessionLogRequest, ({ runId }) => this.ctx.sessionLog(runId));
+    this.handle(UiRequest, () => {
+      if (!this.ctx.openUi) throw new SubagentError('UNSUPPORTED_OPERATION', 'this daemon serves no web view (a stdio or embedded daemon)');
+      return this.ctx.openUi();
+    });
     this.handle(ShutdownRequest, ({ drain, timeoutMs }) => {
       this.log.info({ drain, timeoutMs, client: this.clientName }, 'shutdown requested');
       setImmediate(() => this.ctx.shutdown(drain === true, timeoutMs ?? 30_000));

@@ -8,7 +8,7 @@ import { isIP } from 'node:net';
 import type { Daemon } from '../daemon.js';
 import { StartupError } from '../ops/startup-error.js';
 import { DaemonMetrics } from './metrics.js';
-import { setModelRequestSink } from './model-requests.js';
+import { addModelRequestSink } from './model-requests.js';
 
 export interface MetricsListen {
   readonly host: string;
@@ -37,7 +37,7 @@ export async function serveMetrics(daemon: Daemon, listen: MetricsListen): Promi
     connections: () => daemon.status().connections,
   });
   const unobserve = daemon.service.observe(metrics);
-  setModelRequestSink(metrics);
+  const unsink = addModelRequestSink(metrics);
   const server = createServer((request, response) => {
     const path = (request.url ?? '/').split('?')[0];
     if (request.method !== 'GET' || path !== '/metrics') {
@@ -67,7 +67,7 @@ export async function serveMetrics(daemon: Daemon, listen: MetricsListen): Promi
     close: () =>
       new Promise<void>((resolve) => {
         unobserve();
-        setModelRequestSink(undefined);
+        unsink();
         server.closeAllConnections();
         server.close(() => resolve());
       }),

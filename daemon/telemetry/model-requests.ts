@@ -1,7 +1,7 @@
 /**
  * The hook model clients report their HTTP requests to, for metrics (and anything else that
  * counts them): one call per request attempt, with the endpoint's origin and the status it got.
- * Without a sink (metrics off) a report costs one undefined check.
+ * Without a sink (metrics and the web view off) a report costs a loop over an empty set.
  *
  * Who reports: the OpenAI-compatible adapter (agent/model/openai-compatible.ts), and any
  * endpoint governor in front of it, through `reportModelRequest`.
@@ -11,17 +11,16 @@ export interface ModelRequestSink {
   modelRequest(endpoint: string, status: number | 'error'): void;
 }
 
-let sink: ModelRequestSink | undefined;
+const sinks = new Set<ModelRequestSink>();
 
-/** Installs (or, with undefined, removes) the one sink; returns the one it replaced. */
-export function setModelRequestSink(next: ModelRequestSink | undefined): ModelRequestSink | undefined {
-  const previous = sink;
-  sink = next;
-  return previous;
+/** Adds a sink (metrics, the web view); returns its removal. */
+export function addModelRequestSink(sink: ModelRequestSink): () => void {
+  sinks.add(sink);
+  return () => void sinks.delete(sink);
 }
 
 export function reportModelRequest(endpoint: string, status: number | 'error'): void {
-  sink?.modelRequest(endpoint, status);
+  for (const sink of sinks) sink.modelRequest(endpoint, status);
 }
 
 /** The origin of a base URL, the only part of it that may name an endpoint in telemetry. */
