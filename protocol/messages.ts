@@ -818,6 +818,7 @@ export const WIRE = {
       InspectRequest,
       StatusRequest,
       ShutdownRequest,
+      UiRequest,
       GcRequest,
       SessionLogRequest,
       ChildStartRequest,

@@ -14,7 +14,7 @@
  * token, or start anything.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { randomBytes } from 'node:crypto';
+import { randomBytes } from '../../common/node-builtins.js';
 import type { Daemon } from '../daemon.js';
 import { addModelRequestSink } from '../telemetry/model-requests.js';
 import { UI_PAGE } from './ui-page.js';
