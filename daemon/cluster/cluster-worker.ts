@@ -15,6 +15,10 @@
  *   the mirror, as for a takeover, and given the new message. A run pinned to a member (its child
  *   lives in that member's agent process) is taken only by that member. A continuation that does
  *   not hold its child's claim (child-fence.ts) is refused before the child is touched.
+ * - A fresh start whose front is this member hands its child's id to the waiting start
+ *   (`startedHere`) instead of writing it: the front writes it with the token's hash, and the
+ *   next write here rebases on that. Control messages from a front on this member arrive
+ *   directly (`controlHere`), not through NATS.
  * - Steering (`send` on the control subject) reaches the child's `sendMessage`; `hold` says
  *   whether the child is still here to be continued; the answer carries the typed error.
  * - Every record write is a compare-and-set from the revision this member last wrote. A lapsed

@@ -104,7 +104,7 @@ function reasonOf(error: unknown): string {
 /**
  * Runs `call` (a NATS request, a JetStream publish or KV write) with no stack captured for the
  * errors the client builds ahead of every request, in case it times out: on the hot path of a
- * pooled run (about eight requests each) that capture was a tenth of a member's CPU under load.
+ * pooled run (about eight requests each) that capture was about 8 % of a member's CPU in the bench.
  * A failure still carries its message and code; only its stack is empty.
  */
 export function withoutStacks<T>(call: () => Promise<T>): Promise<T> {
