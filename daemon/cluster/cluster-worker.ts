@@ -3,7 +3,9 @@
  * (scheduler.ts) only while this member is connected, running it with the member's own
  * provider, and writing its outcome to the run's record before the ticket is acknowledged.
  *
- * - A fresh claim starts the child; its events and tool calls go to the owner's member
+ * - A fresh claim starts the child, unless its front member is gone (nobody waits for the start:
+ *   it ends unclaimed, and its client sends it again elsewhere under its idempotency key); its
+ *   events and tool calls go to the owner's member
  *   (member-relay.ts); its session is mirrored to the cluster as it grows (session-mirror.ts).
  * - A takeover (the previous worker went silent) rebuilds the child's session file from the
  *   mirror, restores the child through its provider and tells it to continue: the run keeps its
@@ -240,6 +242,11 @@ export class ClusterWorker {
         log.info({ child: record.resumes.childId, previousRun: record.resumes.runId, from: begun.from }, 'cluster: continuing a child');
       } else {
         const { conduit } = execution;
+        // A start nobody can see any more (its front died before answering) is not run: its
+        // client never got a run id, and comes back, if at all, with its idempotency key.
+        if (!(await this.relay.awaited(conduit.target))) {
+          throw new SubagentError('ABORTED', `the start's front member ${record.ownerMember} is gone: nobody waits for this start, so it was not run`);
+        }
         const run = await provider.start({ ...record.request, signal, host: conduit.host, ...(conduit.report && { report: conduit.report }) });
         begun = { run, stored: 0, conduit };
       }

@@ -25,7 +25,9 @@ type Inbound =
   | { kind: 'event'; runId: string; event: RunEvent }
   | { kind: 'tool'; runId: string; call: { callId: string; name: string; arguments: unknown } }
   | { kind: 'permission'; runId: string; request: Omit<PermissionParams, 'runId'> }
-  | { kind: 'report'; runId: string; childId: string; output: string; mode: 'quiet' | 'next-step' };
+  | { kind: 'report'; runId: string; childId: string; output: string; mode: 'quiet' | 'next-step' }
+  /** Does the run's front still wait for its start (it hosts the run)? */
+  | { kind: 'awaits'; runId: string };
 
 /** Where an executing child's messages go: the run it speaks for and that run's owner member. */
 export interface RelayTarget {
@@ -37,6 +39,16 @@ export interface RelayTarget {
 export type ReportSink = (childId: string, output: string, mode: 'quiet' | 'next-step') => void;
 
 type Answer = { ok: unknown } | { error: string };
+
+/** How long a member waits to hear whether a start's front still waits for it. */
+const AWAITS_TIMEOUT_MS = 5000;
+
+/** NATS answers at once when nobody subscribes to a subject: the member is gone. */
+function isNoResponders(error: unknown): boolean {
+  const e = error as { code?: unknown; name?: unknown; message?: unknown; isNoResponders?: () => boolean };
+  if (typeof e?.isNoResponders === 'function' && e.isNoResponders()) return true;
+  return e?.code === '503' || e?.name === 'NoRespondersError' || /no responders/i.test(String(e?.message ?? ''));
+}
 
 export class MemberRelay {
   private readonly hosts = new Map<string, RunHost>();
@@ -126,6 +138,23 @@ export class MemberRelay {
     };
   }
 
+  /**
+   * Whether the run's front member still waits for its start: false only when that member is
+   * gone (no member listens on its subject) or says it does not host the run. An answer that
+   * does not come in time proves nothing (a busy member): the start goes ahead.
+   */
+  async awaited(target: RelayTarget): Promise<boolean> {
+    if (target.ownerMember === this.memberId) return this.hosts.has(target.runId);
+    try {
+      const reply = await this.link.nc.request(this.names.memberSubject(target.ownerMember), JSON.stringify({ kind: 'awaits', runId: target.runId } satisfies Inbound), {
+        timeout: AWAITS_TIMEOUT_MS,
+      });
+      return !('error' in reply.json<Answer>());
+    } catch (error) {
+      return !isNoResponders(error);
+    }
+  }
+
   close(): void {
     this.subscription.unsubscribe();
   }
@@ -144,6 +173,10 @@ export class MemberRelay {
     }
     if (message.kind === 'report') {
       this.reports.get(message.runId)?.(message.childId, message.output, message.mode);
+      return;
+    }
+    if (message.kind === 'awaits') {
+      if (msg.reply) msg.respond(JSON.stringify(host ? { ok: true } : { error: `run ${message.runId} has no client on this member` }));
       return;
     }
     let answer: Answer;
