@@ -25,6 +25,7 @@ import { upstreamBench } from './upstream.js';
 import { Cleanup, withTimeout } from './procs.js';
 import { Report } from './report.js';
 import { wireOverhead } from './wire.js';
+import { worktreesBench } from './worktrees.js';
 import { makeWorld, type BenchWorld } from './workspace.js';
 
 const report = new Report();
@@ -153,6 +154,11 @@ const sections: SectionRun[] = [
         lists: q(20, 5),
         largeOutput: { steps: q(3, 2), runs: q(1000, 200) },
       }),
+  },
+  {
+    name: 'worktrees',
+    timeoutMs: 300_000,
+    run: (cleanup) => worktreesBench(report, cleanup, { files: 10_000, pairs: q(10, 3) }),
   },
 ];
 
