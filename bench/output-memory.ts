@@ -48,6 +48,8 @@ async function main(): Promise<void> {
     await once('flood-65536'); // warm: code loaded, first agent spawned
     const pid = daemon.pid!;
     const rssBefore = status(pid, 'VmRSS');
+    // Peak from here on: `5 > clear_refs` resets VmHWM to the current RSS (start-up's peak is not the flood's).
+    writeFileSync(`/proc/${pid}/clear_refs`, '5');
     const indexBefore = statSync(join(stateDir, 'runs.jsonl')).size;
     const result = await once(`flood-${mib * MIB}`);
     const peak = status(pid, 'VmHWM');

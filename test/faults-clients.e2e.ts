@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, SubagentError, type RemoteSubagentService } from '../client/index.js';
 import { REPO } from './support/daemon-process.js';
-import { cpuTimeMs, frame, isAlive, pollUntil, rssMiB, sleep, startLoadDaemon, writeScript, type LoadDaemon, runCleanups } from './support/load-daemon.js';
+import { cpuTimeMs, frame, isAlive, peakRssFrom, pollUntil, rssMiB, sleep, startLoadDaemon, writeScript, type LoadDaemon, runCleanups } from './support/load-daemon.js';
 import { RawPeer } from './support/raw-peer.js';
 
 const CHILD_CLIENT = join(REPO, 'dist', 'test', 'support', 'load-child-client.js');
@@ -66,24 +66,6 @@ async function fixtureStats(): Promise<{ started: number; disposed: number }> {
   return JSON.parse(first?.type === 'text' ? first.text : '{}') as { started: number; disposed: number };
 }
 
-/** Samples the daemon's RSS every 50 ms until stopped; returns the peak. */
-function rssSampler(pid: number): { stop(): Promise<number> } {
-  let peak = rssMiB(pid);
-  let running = true;
-  const loop = (async () => {
-    for (let i = 0; running && i < 1200; i++) {
-      if (isAlive(pid)) peak = Math.max(peak, rssMiB(pid));
-      await sleep(50);
-    }
-  })();
-  return {
-    async stop() {
-      running = false;
-      await loop;
-      return peak;
-    },
-  };
-}
 
 describe('a client process killed mid-run', () => {
   it('leaves its runs detached for detachGraceMs, then they are disposed; others keep working', async () => {
@@ -163,7 +145,7 @@ describe('a client that stops reading', () => {
     await warm.dispose();
 
     const base = rssMiB(daemon.pid);
-    const sampler = rssSampler(daemon.pid);
+    const sampler = peakRssFrom(daemon.pid);
     const peer = await RawPeer.initialized(daemon.socket, 'stops-reading');
     cleanups.push(() => peer.close());
     peer.socket.pause();
@@ -186,7 +168,7 @@ describe('a client that stops reading', () => {
     // The non-reader never disposes them, so its runs stay 'settled' (the warm-up run is disposed).
     await pollUntil(() => bystander.ops.runs({ provider: 'spawn', state: 'settled' }), (runs) => runs.length >= RUNS, 20_000, 'the streaming runs to settle');
     await pollUntil(() => bystander.ops.status(), (s) => s.runs.running === 0 && s.runs.starting === 0, 5000, 'nothing running');
-    const peak = await sampler.stop();
+    const peak = sampler.stop();
     expect(isAlive(daemon.pid)).toBe(true);
     expect(peak - base, `RSS ${base.toFixed(0)} → peak ${peak.toFixed(0)} MiB`).toBeLessThan(100);
 
@@ -229,7 +211,7 @@ describe('clients that never read', () => {
     await pollUntil(() => bystander.ops.status(), (s) => s.runs.running === 0 && s.connections === connections, 5000, 'a quiet daemon');
 
     const base = rssMiB(daemon.pid);
-    const sampler = rssSampler(daemon.pid);
+    const sampler = peakRssFrom(daemon.pid);
     const peers: RawPeer[] = [];
     for (let i = 0; i < CLIENTS; i++) {
       const peer = await RawPeer.initialized(daemon.socket, `never-reads-${i}`);
@@ -241,7 +223,7 @@ describe('clients that never read', () => {
     const slowest = await bystanderServed(5);
     await pollUntil(() => bystander.ops.status(), (s) => s.connections === connections, 20_000, 'the non-readers to be cut off');
     await pollUntil(() => bystander.ops.status(), (s) => s.runs.running === 0, 20_000, 'their runs to end');
-    const peak = await sampler.stop();
+    const peak = sampler.stop();
     expect(isAlive(daemon.pid)).toBe(true);
     const logFile = join(daemon.fastDir ? join(daemon.fastDir, 'state') : daemon.stateDir, 'daemon.log');
     const reasons = await pollUntil(

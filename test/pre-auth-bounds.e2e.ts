@@ -9,13 +9,13 @@
  *    do not keep the owner out: 24 of 24 connects with the token are served.
  * The daemon stays alive and keeps serving throughout.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Socket } from 'node:net';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { PROTOCOL_VERSION } from '../protocol/index.js';
-import { isAlive, pollUntil, rssMiB, runCleanups, sleep, startLoadDaemon, type LoadDaemon } from './support/load-daemon.js';
+import { isAlive, peakRssFrom, pollUntil, rssMiB, runCleanups, sleep, startLoadDaemon, type LoadDaemon } from './support/load-daemon.js';
 import { RawPeer } from './support/raw-peer.js';
 import { openSocket, processFaults, tcpConfig, TCP_TOKEN, type WireTarget } from './support/wire-peers.js';
 
@@ -40,12 +40,6 @@ afterAll(async () => {
   await runCleanups(cleanups);
 });
 
-/** Peak RSS since the last reset, in MiB (VmHWM; `5 > clear_refs` resets it to the current RSS). */
-function peakMiB(pid: number): number {
-  const match = /VmHWM:\s+(\d+)\s+kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  if (!match) throw new Error(`no VmHWM for ${pid}`);
-  return Number(match[1]) / 1024;
-}
 
 async function ownerServed(): Promise<boolean> {
   const peer = RawPeer.fromSocket(await openSocket(target, 'tcp'));
@@ -66,7 +60,7 @@ it(`${PEERS} peers × unfinished ${FRAME / 1024 / 1024} MiB frames without a tok
   expect((await Promise.all(Array.from({ length: PEERS }, () => ownerServed()))).every(Boolean)).toBe(true);
   await sleep(500);
   const idle = rssMiB(daemon.pid);
-  writeFileSync(`/proc/${daemon.pid}/clear_refs`, '5');
+  const peakFrom = peakRssFrom(daemon.pid);
 
   const body = Buffer.alloc(FRAME - 1, 0x61);
   const peers = await Promise.all(
@@ -80,7 +74,7 @@ it(`${PEERS} peers × unfinished ${FRAME / 1024 / 1024} MiB frames without a tok
     }),
   );
   await Promise.all(peers.map((p) => Promise.race([p.whenClosed, sleep(30_000)])));
-  const peak = peakMiB(daemon.pid);
+  const peak = peakFrom.stop();
   const closed = peers.filter((p) => p.closed).length;
   const reasons = new Set(peers.map((p) => p.messages.find((m) => m.id === null)?.error?.message?.replace(/\d+ bytes before/, 'N bytes before')));
   for (const p of peers) p.close();

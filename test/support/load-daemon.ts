@@ -58,6 +58,21 @@ export function cpuTimeMs(pid: number): number {
   return ((utime + stime) * 1000) / CLK_TCK;
 }
 
+/**
+ * The kernel's own peak RSS (VmHWM) of a process from now on: `5 > clear_refs` resets it to the
+ * current RSS, so no short peak between two samples is missed. `stop()` reads it, in MiB.
+ */
+export function peakRssFrom(pid: number): { stop(): number } {
+  writeFileSync(`/proc/${pid}/clear_refs`, '5');
+  return {
+    stop() {
+      const match = /VmHWM:\s+(\d+)\s+kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+      if (!match) throw new Error(`no VmHWM for ${pid}`);
+      return Number(match[1]) / 1024;
+    },
+  };
+}
+
 /** Resident set size of a process, in MiB. */
 export function rssMiB(pid: number): number {
   const match = /VmRSS:\s+(\d+)\s+kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
