@@ -52,6 +52,14 @@ const CLOSE_GRACE_MS = 700;
 interface Caller {
   readonly ref: ParentRef;
   readonly onEvent?: (event: RunEvent) => void;
+  /** The host's W3C trace context, from the call's `_meta.traceparent` (docs/observability.md). */
+  readonly traceparent?: string;
+}
+
+/** A well-formed `traceparent` from a request's `_meta`; anything else is ignored, not refused. */
+function traceparentOf(meta: Record<string, unknown> | undefined): string | undefined {
+  const value = meta?.['traceparent'];
+  return typeof value === 'string' && /^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/.test(value) ? value : undefined;
 }
 
 /** Tool name → provider; the first provider is the plain `subagent`. */
@@ -67,7 +75,12 @@ function toolService(service: RemoteSubagentService): ToolService<Caller> {
     on: ((event: 'subagent/provider-added' | 'subagent/provider-removed', listener: (payload: never) => void) =>
       service.on(event, listener as never)) as ToolService<Caller>['on'],
     start: (provider, request: ToolStartRequest<Caller>) =>
-      service.start(provider, { ...request, parent: request.parent.ref, ...(request.parent.onEvent && { onEvent: request.parent.onEvent }) }),
+      service.start(provider, {
+        ...request,
+        parent: request.parent.ref,
+        ...(request.parent.onEvent && { onEvent: request.parent.onEvent }),
+        ...(request.parent.traceparent !== undefined && { traceparent: request.parent.traceparent }),
+      }),
     ...(service.children && { children: callerChildren(service.children) }),
   };
 }
@@ -75,7 +88,8 @@ function toolService(service: RemoteSubagentService): ToolService<Caller> {
 /** The client's children in the tool's terms: the caller acts as its parent reference. */
 function callerChildren(children: RemoteChildren): ContinuableChildren<ToolStartRequest<Caller>, Caller> {
   return {
-    start: (provider, request) => children.start(provider, { ...request, parent: request.parent.ref }),
+    start: (provider, request) =>
+      children.start(provider, { ...request, parent: request.parent.ref, ...(request.parent.traceparent !== undefined && { traceparent: request.parent.traceparent }) }),
     sendMessage: (childId, message, from) => children.sendMessage(childId, message, from.ref),
     interrupt: (childId, by, level) => children.interrupt(childId, by.ref, level),
     list: (of, scope) => children.list(of.ref, scope),
@@ -137,7 +151,11 @@ export function createMcpFace(options: McpFaceOptions): { readonly server: Serve
             (value, message) => call.sendNotification({ method: 'notifications/progress', params: { progressToken: token, progress: value, message } }),
             options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS,
           );
-    const execution = tool.execute(args, { signal: call.signal, parent: { ref, ...(progress && { onEvent: progress.onEvent }) } });
+    const traceparent = traceparentOf(request.params._meta as Record<string, unknown> | undefined);
+    const execution = tool.execute(args, {
+      signal: call.signal,
+      parent: { ref, ...(progress && { onEvent: progress.onEvent }), ...(traceparent !== undefined && { traceparent }) },
+    });
     inflight.add(execution);
     try {
       const result = await execution;
