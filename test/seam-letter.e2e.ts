@@ -56,6 +56,22 @@ function scripted(name: string, steps: unknown[]): string {
   return `scripted:${path}`;
 }
 
+/** The fixture provider's counters (test/fixtures/test-providers.ts), through an ordinary run. */
+async function fixtureStats(service: RemoteSubagentService): Promise<{ pending: number }> {
+  const run = await service.start('echo', { prompt: prompt('stats'), parent: { sessionId: 'stats', cwd: '/tmp' }, signal: new AbortController().signal });
+  const result = await run.result;
+  await run.dispose();
+  return JSON.parse(textOf(result.output)) as { pending: number };
+}
+
+async function waitForAsync(probe: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await probe())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
 function track(handle: SubagentToolHandle<ParentInput>): SubagentToolHandle<ParentInput> {
   handles.push(handle);
   return handle;
@@ -159,6 +175,8 @@ describe('A.6: the tool', () => {
     );
     const badId = /started background job (\S+)/.exec(bad!.text)![1]!;
     const goodId = /started background job (\S+)/.exec(good!.text)![1]!;
+    // Both starts are in the provider's hands (not still on their way), so the kill hits a rollback.
+    await waitForAsync(async () => (await fixtureStats(service)).pending >= 2, 10_000, 'both starts to reach the provider');
     const [killedBad, killedGood] = await runParentLoop(
       () => handle.jobTools(),
       [[
