@@ -13,3 +13,4 @@ export * from './framing.js';
 // message's declaration, the types derived from it and the one wording of a failure.
 export type { Infer, JsonSchema, Schema } from './json-schema.js';
 export { describeAjvError, describeAjvErrors, validateSessionEvent, type FailureWording, type ValidationFailure, type Validator } from './validation.js';
+export * from './worktree-note.js';

@@ -172,6 +172,8 @@ it('a continuable child in a worktree answers a second message after a daemon re
   await again.sendMessage(childId, text('append again'), parent);
   await waitFor(() => settledAgain.length === 1, 20_000, () => 'second turn settled');
   expect(settledAgain[0]).toContain('appended');
+  // The parent is told the branch and the diffstat in the settlement notice.
+  expect(settledAgain[0]).toContain(`committed on branch ${record!.branch}`);
   const after = records(next);
   expect(after).toHaveLength(1);
   expect(after[0]!.path).toBe(record!.path);

@@ -4,7 +4,9 @@
  * output (a non-completed output may be partial, never a success). A rejected result and a failed
  * dispose are kept in the text, and a dispose failure after a completed result is an error too.
  */
-import type { SubagentResult, SubagentRun } from '../protocol/index.js';
+import { worktreeNote, type SubagentResult, type SubagentRun } from '../protocol/index.js';
+
+export { worktreeNote };
 import { messageOf, textOf, textResult, type ToolResult } from './tool-definition.js';
 
 const HEADLINES: Readonly<Record<string, string>> = {
@@ -54,17 +56,6 @@ export function toToolResult(settlement: RunSettlement): ToolResult {
   }
   const diagnostic = result.diagnostic === undefined ? '' : `\nDiagnostic: ${result.diagnostic}`;
   return textResult(`${headline(result.stopReason)}${diagnostic}${disposeLine}${partial('Partial output before the run ended:', output)}`, true);
-}
-
-/** A worktree child's branch and diffstat, for the model to review and merge. */
-export function worktreeNote(result: SubagentResult): string {
-  const w = result.worktree;
-  if (w === undefined) return '';
-  const { files, insertions, deletions } = w.changed;
-  const stat = files === 0 ? 'no changes' : `${files} file${files === 1 ? '' : 's'} changed, ${insertions} insertion${insertions === 1 ? '' : 's'}(+), ${deletions} deletion${deletions === 1 ? '' : 's'}(-)`;
-  const where = w.committed ? `committed on branch ${w.branch}` : `left uncommitted in ${w.path} (branch ${w.branch})`;
-  const parent = w.parentUncommitted === 'left' ? " Your uncommitted changes were not in its worktree." : w.parentUncommitted === 'carried' ? ' Your uncommitted changes were carried into its worktree.' : '';
-  return `\n\n[worktree] ${stat}; ${files === 0 ? `branch ${w.branch}` : where}, based on ${w.baseRef} (${w.baseCommit.slice(0, 12)}).${parent}`;
 }
 
 function partial(label: string, output: string): string {

@@ -33,6 +33,7 @@ import {
   type PermissionParams,
   type PermissionResult,
   type SubagentResult,
+  worktreeNote,
 } from '../../protocol/index.js';
 import { ChildIndex, type ChildRecord, type QueuedMessage } from '../store/child-index.js';
 import { checkInterrupter, checkSender, listLineage } from './lineage.js';
@@ -57,7 +58,7 @@ export function settledNotice(childId: string, label: string | undefined, result
   const verbs: Record<string, string> = { completed: 'finished', aborted: 'was stopped before it finished', 'max-tokens': 'ran out of room', refusal: 'declined' };
   const verb = verbs[result.stopReason] ?? `failed (${result.stopReason}${result.diagnostic ? `: ${result.diagnostic}` : ''})`;
   const closing = result.output.map((block) => (block.type === 'text' ? block.text : '')).join('');
-  const text = `${name} ${verb}. ${closing ? `Its closing message:\n${closing}` : 'It left no closing message.'}`;
+  const text = `${name} ${verb}. ${closing ? `Its closing message:\n${closing}` : 'It left no closing message.'}${worktreeNote(result)}`;
   return { childId, parentId, ...(label !== undefined && { label }), stopReason: result.stopReason, text };
 }
 
