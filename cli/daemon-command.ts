@@ -129,6 +129,12 @@ export async function daemonCommand(argv: string[]): Promise<number> {
           },
           providers,
         );
+  if (cluster) {
+    // One limit for the whole pool: an endpoint's maxConcurrent is held as leased permits in JetStream KV.
+    const { KvPermits } = await import('../daemon/upstream/kv-shared-limit.js');
+    const permits = await KvPermits.open(cluster.link.js, `${settings.config.cluster?.prefix ?? 'subagentd'}_upstream`);
+    upstream.share((id, limits) => (limits.maxConcurrent !== undefined ? permits.limit(id, limits.maxConcurrent) : undefined));
+  }
   const daemon = createDaemon({
     ...(delegation && { delegation }),
     stateDir: settings.stateDir,

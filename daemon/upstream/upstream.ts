@@ -18,8 +18,13 @@ export class Upstream {
 
   constructor(
     private endpoints: EndpointsConfig = {},
-    private readonly shared?: SharedLimitFactory,
+    private shared?: SharedLimitFactory,
   ) {}
+
+  /** Cluster mode: endpoints' limits held for the whole pool (set before the first request). */
+  share(shared: SharedLimitFactory): void {
+    this.shared = shared;
+  }
 
   /** The governor of the endpoint at `baseUrl` used with `apiKey` (made on first use). */
   governorFor(baseUrl: string, apiKey: string): EndpointGovernor {
