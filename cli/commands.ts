@@ -224,10 +224,8 @@ export const COMMANDS: readonly CommandSpec[] = [
       },
     },
     run: async ({ values, settings }) => {
-      const mode = values['background-mode'];
-      if (mode !== undefined && mode !== 'one-shot' && mode !== 'continuable') {
-        throw new UsageError(`--background-mode must be one-shot or continuable, got "${String(mode)}"`);
-      }
+      // Checked against the flag's choices by parseCommand.
+      const mode = values['background-mode'] as 'one-shot' | 'continuable' | undefined;
       return (await import('./mcp-command.js')).mcpCommand(settings(), { ...faceOptions(values), ...(mode !== undefined && { backgroundMode: mode }) });
     },
   },

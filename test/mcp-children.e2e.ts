@@ -123,7 +123,7 @@ it('refuses bad control-tool input with an MCP error naming the field, and offer
 it('refuses a bad --background-mode as a usage error, and a face it cannot build exits with the reason', { timeout: HEAVY_TEST_MS }, async () => {
   const bogus = await box.run(['mcp', '--background-mode', 'sometimes'], { timeoutMs: 30_000 });
   expect(bogus.code).toBe(2);
-  expect(bogus.stderr).toContain('--background-mode must be one-shot or continuable, got "sometimes"');
+  expect(bogus.stderr).toContain('--background-mode must be one of one-shot, continuable (got "sometimes")');
   // The daemon is up (the tests above started it); the face cannot be built and ends, closing its connection.
   const unknown = await box.run(['mcp', '--background-mode', 'continuable', '--provider', 'nosuch'], { timeoutMs: 30_000 });
   expect(unknown.signal).toBeNull();
