@@ -8,9 +8,11 @@
  *   are retried with capped exponential backoff, honouring `Retry-After`, but only while no
  *   stream data has arrived; everything else fails at once. Each retry is announced (`onRetry`:
  *   attempt, delay, reason) before its wait, so a person watching knows why nothing moves;
- * - two watchdogs: an idle timer re-armed only by parsed data chunks (SSE comments such as
- *   `: keep-alive` never reach us through the SDK, so they cannot keep a stalled stream alive) and
- *   a ceiling on the whole step, retries included;
+ * - watchdogs: an idle timer re-armed by parsed data chunks, and before the first one by the
+ *   provider's keep-alive lines (SSE comments the SDK drops, seen by upstream/keep-alive-fetch.ts:
+ *   a request queued at the provider is waiting, not stalled, reported as model-wait and bounded by
+ *   the first-byte limit); and a ceiling on the whole step, retries included, that does not count
+ *   the wait for the endpoint's permit (daemon/upstream/governor.ts);
  * - conversion of the session log to chat messages, with DeepSeek's `reasoning_content` rule
  *   delegated to `deepseek.ts`;
  * - the request body sent as JSON text we build, not as an object the SDK serializes: the
