@@ -13,6 +13,7 @@ export type { ChildActor, ChildStartRequest } from './remote-children.js';
 export { RunFaultError } from './run-record.js';
 export { completedTurnPrefix, toParentRef } from './parent-ref.js';
 export { defaultDaemonCliPath } from './package-paths.js';
+export { metaTraceparent } from './trace-context.js';
 export type {
   ClientLogger,
   ClientProvider,

@@ -21,3 +21,14 @@ export function activeTraceparent(): string | undefined {
   if (!span || !api.isSpanContextValid(span)) return undefined;
   return `00-${span.traceId}-${span.spanId}-${(span.traceFlags & 0xff).toString(16).padStart(2, '0')}`;
 }
+
+const TRACEPARENT = /^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/;
+
+/**
+ * A well-formed `traceparent` from a request's `_meta` (the MCP and ACP convention for W3C trace
+ * context), for the faces; anything else is ignored, not refused: tracing never fails a request.
+ */
+export function metaTraceparent(meta: Readonly<Record<string, unknown>> | null | undefined): string | undefined {
+  const value = meta?.['traceparent'];
+  return typeof value === 'string' && TRACEPARENT.test(value) ? value : undefined;
+}

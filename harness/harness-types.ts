@@ -35,6 +35,8 @@ export interface HarnessStartRequest {
   readonly maxDepth?: number;
   readonly toolFilter?: { readonly allow?: string[]; readonly deny?: string[] };
   readonly persona?: string;
+  /** W3C trace context of the harness's turn, should a harness carry one (none does in 0.1.0-rc.8). */
+  readonly traceparent?: string;
   readonly [field: string]: unknown;
 }
 

@@ -5,7 +5,7 @@
  * comes from the bridge config.
  */
 import type { AgentOptions } from '../protocol/index.js';
-import type { ClientStartRequest } from '../client/index.js';
+import { metaTraceparent, type ClientStartRequest } from '../client/index.js';
 import type { HarnessStartRequest } from './harness-types.js';
 
 const MAPPED = new Set(['label', 'prompt', 'parent', 'signal', 'persona', 'toolFilter', 'maxDepth', 'outputSchema']);
@@ -28,6 +28,10 @@ export function mapHarnessRequest(source: HarnessStartRequest, childOptions: Age
   if (source.outputSchema !== undefined) request.outputSchema = source.outputSchema as ClientStartRequest['outputSchema'] & object;
   if (source.toolFilter !== undefined) request.toolFilter = source.toolFilter as ClientStartRequest['toolFilter'] & object;
   if (childOptions !== undefined) request.agentOptions = childOptions;
-  const dropped = Object.keys(source).filter((key) => !MAPPED.has(key) && !WITHHELD.has(key));
+  // The harness's trace context: a traceparent its request carries wins; without one the client
+  // sends the harness's active OpenTelemetry span's (client/trace-context.ts). A malformed one is ignored.
+  const traceparent = metaTraceparent(source);
+  if (traceparent !== undefined) request.traceparent = traceparent;
+  const dropped = Object.keys(source).filter((key) => !MAPPED.has(key) && !WITHHELD.has(key) && !(key === 'traceparent' && traceparent !== undefined));
   return { request, dropped };
 }

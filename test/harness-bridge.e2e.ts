@@ -3,6 +3,8 @@
  * real harness runs in test/harness-lane.e2e.ts): provider events mirrored into `ctx.subagents`,
  * the `providers` mapping, and daemon loss — loud, typed, and recovered after a restart.
  */
+import { ROOT_CONTEXT, context, trace } from '@opentelemetry/api';
+import { InMemorySpanExporter, SimpleSpanProcessor, StackContextManager, TracerProvider } from '@opentelemetry/sdk-trace';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { HarnessContext, HarnessProvider } from '../harness/index.js';
 import { apply } from '../harness/index.js';
@@ -11,6 +13,7 @@ import { restartDaemon, waitFor, type DaemonProcess } from './support/daemon-pro
 import { startE2eDaemon } from './support/e2e-daemon.js';
 import { FakeDaemon, descriptor, until } from './support/fake-daemon-peer.js';
 import { REPO } from './support/daemon-process.js';
+import { startOtlpReceiver } from './support/otlp-receiver.js';
 import { join } from 'node:path';
 
 const HELLO = `scripted:${join(REPO, 'examples', 'hello.json')}`;
@@ -113,5 +116,46 @@ describe('daemon loss', () => {
     const again = await ctx.providers.get('spawn')!.start(startRequest());
     expect((await again.result).output[0]).toMatchObject({ type: 'text' });
     await again.dispose();
+  }, 60_000);
+});
+
+describe("the harness's trace context", () => {
+  it("the daemon's run span is a child of the harness's active span, or of the traceparent its request carries", async () => {
+    const receiver = await startOtlpReceiver();
+    cleanup.push(() => receiver.close());
+    const daemon = await startE2eDaemon({ detachGraceMs: 0 }, { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' });
+    cleanup.push(() => daemon.stop());
+    const ctx = new RecordingContext();
+    cleanup.push(() => ctx.dispose());
+    await apply(ctx, { socket: daemon.socket, agentOptions: { model: HELLO }, autoStart: false });
+    const spawn = ctx.providers.get('spawn')!;
+
+    // The harness process runs an OpenTelemetry SDK, its turn's span active while it delegates.
+    context.setGlobalContextManager(new StackContextManager().enable());
+    const provider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter: new InMemorySpanExporter() })] });
+    trace.setGlobalTracerProvider(provider);
+    cleanup.push(() => {
+      context.disable();
+      trace.disable();
+    });
+    const turn = provider.getTracer('harness').startSpan('harness turn');
+    const active = await context.with(trace.setSpan(ROOT_CONTEXT, turn), () => spawn.start({ ...startRequest(), label: 'active' }));
+    turn.end();
+    await active.result;
+    await active.dispose();
+
+    // A harness whose request carries its context: that one wins over the active span.
+    const carriedTrace = '4bf92f3577b34da6a3ce929d0e0e4736';
+    const carriedSpan = '00f067aa0ba902b7';
+    const carried = await context.with(trace.setSpan(ROOT_CONTEXT, turn), () =>
+      spawn.start({ ...startRequest(), label: 'carried', traceparent: `00-${carriedTrace}-${carriedSpan}-01` }),
+    );
+    await carried.result;
+    await carried.dispose();
+
+    const span = (label: string) => receiver.spans.find((s) => s.name === `invoke_agent ${label}`);
+    await waitFor(() => span('active') !== undefined && span('carried') !== undefined, 15_000, () => receiver.spans.map((s) => s.name).join(', '));
+    expect(span('active')).toMatchObject({ traceId: turn.spanContext().traceId, parentSpanId: turn.spanContext().spanId });
+    expect(span('carried')).toMatchObject({ traceId: carriedTrace, parentSpanId: carriedSpan });
   }, 60_000);
 });

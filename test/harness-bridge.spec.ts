@@ -97,6 +97,16 @@ describe('the harness request, field by field', () => {
     expect(dropped).toEqual(['futureField']);
   });
 
+  it("forwards the harness's traceparent when well formed, and reports a malformed one as dropped", () => {
+    const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    const { request, dropped } = mapHarnessRequest({ prompt: [], parent, signal, traceparent }, undefined);
+    expect(request.traceparent).toBe(traceparent);
+    expect(dropped).toEqual([]);
+    const malformed = mapHarnessRequest({ prompt: [], parent, signal, traceparent: '00-short-01' }, undefined);
+    expect('traceparent' in malformed.request).toBe(false);
+    expect(malformed.dropped).toEqual(['traceparent']);
+  });
+
   it('sends no agentOptions at all when the bridge config has none', () => {
     const { request } = mapHarnessRequest({ prompt: [], parent, signal, agentOptions: { model: 'parent' } }, undefined);
     expect('agentOptions' in request).toBe(false);

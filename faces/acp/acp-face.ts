@@ -12,7 +12,7 @@
  */
 import { isAbsolute } from 'node:path';
 import * as acp from '@agentclientprotocol/sdk';
-import { SubagentError, type ClientTool, type PermissionHandler, type RemoteSubagentRun, type RemoteSubagentService } from '../../client/index.js';
+import { SubagentError, metaTraceparent, type ClientTool, type PermissionHandler, type RemoteSubagentRun, type RemoteSubagentService } from '../../client/index.js';
 import type { RunEvent, SessionEvent } from '../../protocol/index.js';
 import { editorFsTools, type EditorFs } from './editor-fs-tools.js';
 import { SessionStore, type StoredSession } from './session-store.js';
@@ -88,7 +88,13 @@ export function createAcpFace(options: AcpFaceOptions): AcpFace {
     store.write(live.stored);
   };
 
-  const startTurn = async (live: LiveSession, prompt: ReturnType<typeof promptContent>, signal: AbortSignal): Promise<RemoteSubagentRun> => {
+  const startTurn = async (
+    live: LiveSession,
+    prompt: ReturnType<typeof promptContent>,
+    signal: AbortSignal,
+    traceparent: string | undefined,
+  ): Promise<RemoteSubagentRun> => {
+    // A resume carries no trace context on the wire: only a session's first prompt continues the editor's trace.
     if (live.run?.resume) return live.run.resume(prompt, { signal });
     if (live.run) throw acp.RequestError.invalidRequest(undefined, `provider '${live.stored.provider}' cannot continue a child`);
     const start = (tools: ClientTool[]) =>
@@ -100,6 +106,7 @@ export function createAcpFace(options: AcpFaceOptions): AcpFace {
         onEvent: live.onEvent,
         ...(options.model !== undefined && { agentOptions: { model: options.model } }),
         ...(options.isolation !== undefined && { isolation: options.isolation }),
+        ...(traceparent !== undefined && { traceparent }),
       }) as Promise<RemoteSubagentRun>;
     // The editor's fs would write the editor's own checkout: an isolated child keeps to its worktree.
     const tools = options.isolation === 'worktree' ? [] : editorFsTools(editorFs, () => editor, live.stored.sessionId, live.stored.cwd);
@@ -169,7 +176,7 @@ export function createAcpFace(options: AcpFaceOptions): AcpFace {
       try {
         let run: RemoteSubagentRun;
         try {
-          run = await startTurn(live, promptContent(params.prompt), turn.signal);
+          run = await startTurn(live, promptContent(params.prompt), turn.signal, metaTraceparent(params._meta));
         } catch (error) {
           if (error instanceof SubagentError && error.code === 'ABORTED') return { stopReason: 'cancelled' as const };
           if (error instanceof acp.RequestError) throw error;

@@ -13,7 +13,7 @@
  */
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
-import type { ParentRef, RemoteChildren, RemoteSubagentService, RunEvent } from '../../client/index.js';
+import { metaTraceparent, type ParentRef, type RemoteChildren, type RemoteSubagentService, type RunEvent } from '../../client/index.js';
 import { SubagentError, type ContinuableChildren } from '../../protocol/index.js';
 import {
   BackgroundJobs,
@@ -54,12 +54,6 @@ interface Caller {
   readonly onEvent?: (event: RunEvent) => void;
   /** The host's W3C trace context, from the call's `_meta.traceparent` (docs/observability.md). */
   readonly traceparent?: string;
-}
-
-/** A well-formed `traceparent` from a request's `_meta`; anything else is ignored, not refused. */
-function traceparentOf(meta: Record<string, unknown> | undefined): string | undefined {
-  const value = meta?.['traceparent'];
-  return typeof value === 'string' && /^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/.test(value) ? value : undefined;
 }
 
 /** Tool name → provider; the first provider is the plain `subagent`. */
@@ -151,7 +145,7 @@ export function createMcpFace(options: McpFaceOptions): { readonly server: Serve
             (value, message) => call.sendNotification({ method: 'notifications/progress', params: { progressToken: token, progress: value, message } }),
             options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS,
           );
-    const traceparent = traceparentOf(request.params._meta as Record<string, unknown> | undefined);
+    const traceparent = metaTraceparent(request.params._meta);
     const execution = tool.execute(args, {
       signal: call.signal,
       parent: { ref, ...(progress && { onEvent: progress.onEvent }), ...(traceparent !== undefined && { traceparent }) },

@@ -71,8 +71,8 @@ export interface AcpFaceClient {
   close(): Promise<void>;
 }
 
-export function openAcpFace(box: CliSandbox, args: readonly string[]): AcpFaceClient {
-  const proc = box.spawn(['acp', ...args], { timeoutMs: 120_000 });
+export function openAcpFace(box: CliSandbox, args: readonly string[], env?: Record<string, string>): AcpFaceClient {
+  const proc = box.spawn(['acp', ...args], { timeoutMs: 120_000, ...(env && { env }) });
   const updates: acp.SessionNotification[] = [];
   const permissionRequests: acp.RequestPermissionRequest[] = [];
   const fsRequests: AcpFaceClient['fsRequests'] = [];
