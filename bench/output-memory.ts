@@ -1,25 +1,36 @@
 /**
- * `node dist/bench/output-memory.js [MiB] [capBytes]`: an ACP agent replies with MiB (default 50)
- * of text to a daemon with the output cap capBytes (default: the daemon's default), while the client streams the run's events. Prints the
- * daemon's RSS before, its peak during (VmHWM), the result's size and the run index's growth.
- * Issue #10 item 8a's figure: peak RSS growth under 64 MiB and a capped record.
+ * What a flood of child output costs the daemon's memory: an ACP agent replies with MiB (default
+ * 50) of text to a daemon with the output cap capBytes (default: the daemon's own), while the
+ * client streams the run's events. Measures the daemon's RSS before, its peak during (the
+ * kernel's VmHWM, reset just before the flood) and the run index's growth. The section "memory"
+ * of `npm run bench` runs it; `node dist/bench/output-memory.js [MiB] [capBytes]` runs it alone.
  */
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { connect } from '../client/index.js';
 
 const REPO = resolve(import.meta.dirname, '..', '..');
 const MIB = 1024 * 1024;
+
+export interface OutputMemory {
+  readonly mib: number;
+  readonly rssBefore: number;
+  readonly peak: number;
+  readonly resultBytes: number;
+  readonly streamedBytes: number;
+  readonly indexGrowth: number;
+  readonly diagnostic: string | undefined;
+}
 
 function status(pid: number, field: 'VmRSS' | 'VmHWM'): number {
   const line = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((l) => l.startsWith(`${field}:`)) ?? '';
   return Number(/(\d+)/.exec(line)?.[1] ?? 0) * 1024;
 }
 
-async function main(): Promise<void> {
-  const mib = Number(process.argv[2] ?? 50);
+export async function outputMemory(mib: number, capBytes?: number): Promise<OutputMemory> {
   const dir = mkdtempSync(join(tmpdir(), 'subagentd-outmem-'));
   const socket = join(dir, 'daemon.sock');
   const stateDir = join(dir, 'state');
@@ -28,7 +39,7 @@ async function main(): Promise<void> {
     type: 'acp', name: `flood-${bytes}`, command: process.execPath, args: [join(REPO, 'test', 'fixtures', 'acp-raw-agent.mjs')],
     env: { RAW_FLOOD_BYTES: String(bytes) },
   });
-  const cap = process.argv[3] === undefined ? {} : { limits: { maxOutputBytes: Number(process.argv[3]) } };
+  const cap = capBytes === undefined ? {} : { limits: { maxOutputBytes: capBytes } };
   writeFileSync(config, JSON.stringify({ ...cap, providers: [agent(64 * 1024), agent(mib * MIB)] }));
   const daemon = spawn(process.execPath, [join(REPO, 'dist', 'cli', 'main.js'), 'daemon', '--socket', socket, '--state-dir', stateDir, '--config', config], { stdio: 'ignore' });
   try {
@@ -55,10 +66,7 @@ async function main(): Promise<void> {
     const peak = status(pid, 'VmHWM');
     const indexGrowth = statSync(join(stateDir, 'runs.jsonl')).size - indexBefore;
     await service.close();
-    const m = (n: number): string => `${(n / MIB).toFixed(1)} MiB`;
-    console.log(`child output ${mib} MiB: daemon RSS before ${m(rssBefore)}, peak ${m(peak)}, growth ${m(peak - rssBefore)}`);
-    console.log(`result output ${m(result.bytes)}, streamed ${m(result.streamed)}, run index grew ${m(indexGrowth)}`);
-    console.log(`diagnostic: ${result.diagnostic ?? '(none)'}`);
+    return { mib, rssBefore, peak, resultBytes: result.bytes, streamedBytes: result.streamed, indexGrowth, diagnostic: result.diagnostic };
   } finally {
     daemon.kill('SIGTERM');
     await new Promise((r) => daemon.once('exit', r));
@@ -66,4 +74,11 @@ async function main(): Promise<void> {
   }
 }
 
-await main();
+export const mibText = (n: number): string => `${(n / MIB).toFixed(1)} MiB`;
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const m = await outputMemory(Number(process.argv[2] ?? 50), process.argv[3] === undefined ? undefined : Number(process.argv[3]));
+  console.log(`child output ${m.mib} MiB: daemon RSS before ${mibText(m.rssBefore)}, peak ${mibText(m.peak)}, growth ${mibText(m.peak - m.rssBefore)}`);
+  console.log(`result output ${mibText(m.resultBytes)}, streamed ${mibText(m.streamedBytes)}, run index grew ${mibText(m.indexGrowth)}`);
+  console.log(`diagnostic: ${m.diagnostic ?? '(none)'}`);
+}

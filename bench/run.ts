@@ -14,6 +14,7 @@ import { clusterBench } from './cluster.js';
 import { facesBench } from './faces.js';
 import { REPO } from './daemons.js';
 import { longRunBench } from './long-run.js';
+import { memoryBench } from './memory.js';
 import { hotPathProfile } from './hot-path-profile.js';
 import { cpuTicks, formatLoad, machine, stealSince } from './machine.js';
 import { writeBenchmarks } from './markdown.js';
@@ -89,6 +90,11 @@ const sections: SectionRun[] = [
     name: 'upstream',
     timeoutMs: 120_000,
     run: (cleanup, world) => upstreamBench(report, cleanup, world, { children: 40, streamLimit: 4, streamMs: q(1000, 400) }),
+  },
+  {
+    name: 'memory',
+    timeoutMs: 120_000,
+    run: () => memoryBench(report, { mib: q(50, 10) }),
   },
   {
     name: 'long-run',
