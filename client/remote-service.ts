@@ -35,6 +35,7 @@ import {
   type SubagentRun,
 } from '../protocol/index.js';
 import { EventHub } from './event-hub.js';
+import { isHandedOver } from './wire-errors.js';
 import { RemoteChildren } from './remote-children.js';
 import { LocalProviders } from './local-providers.js';
 import { startParams, toolMap } from './start-fields.js';
@@ -438,10 +439,6 @@ export class RemoteSubagentService {
     });
     serveDaemonRequests(channel, this.runs, this.logger, this.options.onPermission);
   }
-}
-
-function isHandedOver(error: unknown): error is SubagentError {
-  return error instanceof SubagentError && error.code === 'HANDED_OVER';
 }
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };

@@ -69,3 +69,8 @@ export function invalidFromDaemon(what: string, failure: ValidationFailure): Sub
 export function toWire(error: SubagentError): ResponseError<SubagentErrorData> {
   return new ResponseError(SUBAGENT_ERROR_CODES[error.code], error.message, error.data);
 }
+
+/** The daemon handed the run to its successor (a draining restart): wait again, do not fail. */
+export function isHandedOver(error: unknown): error is SubagentError {
+  return error instanceof SubagentError && error.code === 'HANDED_OVER';
+}

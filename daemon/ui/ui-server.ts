@@ -15,10 +15,12 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { randomBytes } from '../../common/node-builtins.js';
-import type { Daemon } from '../daemon.js';
 import { addModelRequestSink } from '../telemetry/model-requests.js';
 import { UI_PAGE } from './ui-page.js';
 import { UiState, type UiUpdate } from './ui-state.js';
+import type { Logger } from 'pino';
+import type { StatusResult } from '../../protocol/index.js';
+import type { SubagentService } from '../service/subagent-service.js';
 
 /** How long a printed link stays usable. */
 const TOKEN_TTL_MS = 10 * 60_000;
@@ -30,7 +32,15 @@ export interface UiServer {
   close(): Promise<void>;
 }
 
-export async function startUi(daemon: Daemon, host = '127.0.0.1', port = 0): Promise<UiServer> {
+/** What the web view needs of the daemon: daemon.ts passes itself, and the two never import each other. */
+export interface UiDaemon {
+  readonly service: SubagentService;
+  readonly log: Logger;
+  status(): StatusResult;
+  close(options?: { drain?: boolean; timeoutMs?: number }): Promise<void>;
+}
+
+export async function startUi(daemon: UiDaemon, host = '127.0.0.1', port = 0): Promise<UiServer> {
   const state = new UiState();
   const unobserve = daemon.service.observe(state);
   const endpoints = new Map<string, { requests: number; rateLimited: number; errors: number }>();

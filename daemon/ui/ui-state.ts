@@ -4,6 +4,7 @@
  * open pages. Bounded: a run's transcript keeps its last MAX_TRANSCRIPT_CHARS, and only the last
  * MAX_ENDED_RUNS ended runs stay.
  */
+import { isoTime } from '../../common/iso-time.js';
 import type { EndParams, RunEvent } from '../../protocol/index.js';
 import type { ObservedStart, RunObserver } from '../service/run-observer.js';
 
@@ -45,7 +46,7 @@ export class UiState implements RunObserver {
       client: start.client ?? 'unknown',
       connectionId: start.connectionId,
       depth: start.depth,
-      startedAt: new Date().toISOString(),
+      startedAt: isoTime(),
       state: 'queued',
       usage: { input: 0, output: 0 },
       transcript: '',

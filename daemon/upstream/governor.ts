@@ -21,6 +21,7 @@
  * - In a cluster, a `shared` limit (shared-limit.ts) is asked too, so the pool as a whole keeps
  *   the endpoint's concurrency.
  */
+import { isoTime } from '../../common/iso-time.js';
 import { FairQueue } from './fair-queue.js';
 import type { Outcome, SharedLimit, SharedPermit } from './shared-limit.js';
 
@@ -178,7 +179,7 @@ export class EndpointGovernor {
       throttledLastMinute: this.throttles.length,
       tokensPerMinute: this.tokens.reduce((sum, t) => sum + t.tokens, 0),
       requestsPerMinute: this.sent.length,
-      ...(this.pausedUntil > now && { pausedUntil: new Date(this.pausedUntil).toISOString() }),
+      ...(this.pausedUntil > now && { pausedUntil: isoTime(this.pausedUntil) }),
       ...(this.limits.maxConcurrent !== undefined && { maxConcurrent: this.limits.maxConcurrent }),
       ...(this.limits.requestsPerMinute !== undefined && { requestsPerMinuteLimit: this.limits.requestsPerMinute }),
       ...(this.limits.tokensPerMinute !== undefined && { tokensPerMinuteLimit: this.limits.tokensPerMinute }),

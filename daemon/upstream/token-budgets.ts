@@ -4,6 +4,7 @@
  * UTC day). Usage is counted from the model steps' usage and kept in a small JSON file in the
  * state dir, rewritten (atomically) at each step that used tokens, so a restart forgets nothing.
  */
+import { isoTime } from '../../common/iso-time.js';
 import { existsSync, readFileSync, renameSync, writeFileSync } from '../../common/node-builtins.js';
 import { SubagentError, type Usage } from '../../protocol/index.js';
 
@@ -31,7 +32,7 @@ interface UsageFile {
 /** Lineages idle this long are forgotten (their runs are long settled). */
 const LINEAGE_KEEP_MS = 7 * 86_400_000;
 
-const utcDay = (at: number): string => new Date(at).toISOString().slice(0, 10);
+const utcDay = (at: number): string => isoTime(at).slice(0, 10);
 const nextUtcMidnight = (at: number): Date => {
   const d = new Date(at);
   return new Date(Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate() + 1));
@@ -67,7 +68,7 @@ export class TokenBudgets {
     const client = clientKey(clientName);
     const used = this.usage.clients[client] ?? 0;
     if (used < cap) return;
-    const resets = nextUtcMidnight(this.now()).toISOString();
+    const resets = isoTime(nextUtcMidnight(this.now()).getTime());
     throw new SubagentError(
       'BUDGET_EXCEEDED',
       `client "${client}" has used ${used} tokens today, over limits.clientTokensPerDay=${cap}; its budget resets at ${resets}`,
