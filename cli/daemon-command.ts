@@ -19,6 +19,7 @@ import { StateFaults } from '../daemon/store/state-faults.js';
 import { enableCompileCache } from './compile-cache.js';
 import { releaseOptimizingCompiler } from './startup-compiler.js';
 import { commonSettings, DAEMON_FLAGS, LOG_LEVELS, parse } from './options.js';
+import type { Cluster } from '../daemon/cluster/cluster.js';
 
 export async function daemonCommand(argv: string[]): Promise<number> {
   const { values } = parse(argv, DAEMON_FLAGS);
@@ -205,7 +206,7 @@ export async function daemonCommand(argv: string[]): Promise<number> {
   // Telemetry (daemon/telemetry/) loads only when asked for: off, none of it (nor prom-client) is read.
   const metricsAddress = (values['metrics'] as string | undefined) ?? settings.config.metrics?.address;
   let stopMetrics: (() => Promise<void>) | undefined;
-  const traced = await startTracingIfAsked(env, settings.config.tracing, daemon);
+  const traced = await startTracingIfAsked(env, settings.config.tracing, daemon, cluster);
   try {
     if (metricsAddress !== undefined) {
       const { serveMetrics, parseListenAddress } = await import('../daemon/telemetry/metrics-server.js');
@@ -275,6 +276,7 @@ async function startTracingIfAsked(
   env: Readonly<Record<string, string | undefined>>,
   config: DaemonConfig['tracing'],
   daemon: Daemon,
+  cluster: Pick<Cluster, 'observeExecutions'> | undefined,
 ): Promise<{ shutdown(): Promise<void> } | undefined> {
   if (config === undefined && env['OTEL_TRACES_EXPORTER'] === undefined && env['OTEL_EXPORTER_OTLP_ENDPOINT'] === undefined && env['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'] === undefined) {
     return undefined;
@@ -284,6 +286,7 @@ async function startTracingIfAsked(
   if (!settings) return undefined;
   const started = await tracing.startTracing(settings, daemon.identity.version);
   daemon.service.observe(started.observer);
+  cluster?.observeExecutions(started.executions);
   daemon.log.info({ protocol: settings.protocol, url: settings.url ?? 'from OTEL_* variables' }, 'exporting traces over OTLP/HTTP');
   return started;
 }

@@ -83,6 +83,11 @@ export interface ProviderStartRequest extends SubagentStartRequestBase {
    * `parent.cwd` is inside the worktree and no `isolation` field.
    */
   readonly isolation?: IsolationRequest;
+  /**
+   * The caller's W3C trace context (protocol: `traceparent`). Providers ignore it; a cluster start
+   * carries it in its run record, so the member that executes the run continues the trace.
+   */
+  readonly traceparent?: string;
 }
 
 export type IsolationRequest = WorktreeIsolationRequest;

@@ -272,6 +272,8 @@ async function queueContinuation(
   if (pin !== undefined) {
     await ask(front, previous.runId, { op: 'hold' }, (runId, who, reason) => holderGone(childId, runId, who, reason));
   }
+  // A resume carries no trace context of its own: it does not continue the first start's trace.
+  const { traceparent: _firstStart, ...earlier } = previous.request;
   const next: ClusterRun = {
     runId: host.runId,
     owner: previous.owner,
@@ -279,7 +281,7 @@ async function queueContinuation(
     provider: previous.provider,
     state: 'queued',
     queuedAt: isoTime(),
-    request: { ...previous.request, prompt: content },
+    request: { ...earlier, prompt: content },
     attempt: 0,
     resumes: { runId: previous.runId, childId },
     session: sessionKeyOf(previous),

@@ -63,6 +63,29 @@ export type ControlMessage =
   /** Whether this member still holds the run's child, to be continued here (a pinned resume asks first). */
   | { op: 'hold' };
 
+/** A run this member executes, as its trace sees it (daemon/telemetry/tracing.ts). */
+export interface ExecutedRun {
+  readonly runId: string;
+  readonly provider: string;
+  readonly label?: string;
+  /** The start's W3C trace context, carried in the run's record. */
+  readonly traceparent?: string;
+  /** This member and the one the run was started through. */
+  readonly member: string;
+  readonly front: string;
+  readonly attempt: number;
+  readonly takeover: boolean;
+}
+
+/** Hears a run begin executing here; the function it returns hears how the execution ended. */
+export type ExecutionObserver = (run: ExecutedRun) => (outcome: ExecutionOutcome) => void;
+
+/** How an execution here ended: the result's stop reason, or the failed start's error code. */
+export interface ExecutionOutcome {
+  readonly stopReason: string;
+  readonly errorCode?: string;
+}
+
 /** The executing member's answer to a control message. */
 export type ControlAnswer = { ok: true } | { error: { code: SubagentErrorCode; message: string } };
 
@@ -143,6 +166,9 @@ export class ClusterWorker {
     for (let i = 0; i < this.options.slots; i++) this.loops.push(this.loop());
   }
 
+  /** Set when tracing is on (cli/daemon-command.ts): each execution here becomes a span continuing its start's trace. */
+  observeExecution: ExecutionObserver | undefined;
+
   /** Set by the cluster: hands a fresh start's child id to its front on this member; false when none waits for it. */
   startedHere: ((runId: string, childId: string, startedAt: string) => boolean) | undefined;
 
@@ -157,6 +183,34 @@ export class ClusterWorker {
     let n = 0;
     for (const execution of this.executing.values()) if (!execution.lost && execution.record.state === 'running') n += 1;
     return n;
+  }
+
+  /** The execution observer's start, contained: tracing never fails a run. */
+  private observed(claim: Claim): ((outcome: ExecutionOutcome) => void) | undefined {
+    if (!this.observeExecution) return undefined;
+    const { run } = claim;
+    try {
+      const end = this.observeExecution({
+        runId: run.runId,
+        provider: run.provider,
+        ...(run.request.label !== undefined && { label: run.request.label }),
+        ...(run.request.traceparent !== undefined && { traceparent: run.request.traceparent }),
+        member: this.scheduler.worker.id,
+        front: run.ownerMember,
+        attempt: run.attempt,
+        takeover: claim.takeover,
+      });
+      return (outcome) => {
+        try {
+          end(outcome);
+        } catch (error) {
+          this.options.log.warn({ err: error, runId: run.runId }, 'cluster: the execution observer failed');
+        }
+      };
+    } catch (error) {
+      this.options.log.warn({ err: error, runId: run.runId }, 'cluster: the execution observer failed');
+      return undefined;
+    }
   }
 
   /** Stops pulling and lets go of every run here; pulls still pending end when the link closes. */
@@ -191,12 +245,18 @@ export class ClusterWorker {
         this.options.log.warn({ err: error }, 'cluster: taking a run failed');
         return undefined;
       });
-      if (claim) await this.execute(claim);
+      if (!claim) continue;
+      const executed = this.observed(claim);
+      const outcome = await this.execute(claim).catch((error: unknown): ExecutionOutcome => {
+        executed?.({ stopReason: 'error', errorCode: error instanceof SubagentError ? error.code : 'START_FAILED' });
+        throw error;
+      });
+      executed?.(outcome);
     }
   }
 
-  /** Runs one claimed run until it settles and its ticket is acknowledged. */
-  private async execute(claim: Claim): Promise<void> {
+  /** Runs one claimed run until it settles and its ticket is acknowledged; says how it ended here. */
+  private async execute(claim: Claim): Promise<ExecutionOutcome> {
     const { lease } = claim;
     const runId = claim.run.runId;
     const log = this.options.log.child({ runId, provider: claim.run.provider, attempt: claim.run.attempt });
@@ -276,7 +336,7 @@ export class ClusterWorker {
         await lease.ack().catch(() => lease.stop());
       }
       this.forget(execution);
-      return;
+      return { stopReason: 'error', errorCode: error instanceof SubagentError ? error.code : 'START_FAILED' };
     }
     const result = await execution.run.result.catch(
       (error: unknown): SubagentResult => ({ output: [], stopReason: 'error', diagnostic: error instanceof Error ? error.message : String(error) }),
@@ -288,6 +348,7 @@ export class ClusterWorker {
     mirror.stop();
     await this.untilStored(execution, log, 'recording the outcome', () => this.record(execution, { state: 'settled', settledAt, result }));
     await this.untilStored(execution, log, 'acknowledging the ticket', () => lease.ack());
+    return { stopReason: result.stopReason };
   }
 
   /**

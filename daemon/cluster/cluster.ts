@@ -17,7 +17,7 @@ import type { RunLedger } from '../store/run-ledger.js';
 import { ClusterLedger } from './cluster-ledger.js';
 import { clusterProvider, type FrontContext } from './cluster-provider.js';
 import type { ClusterRun, WorkerRef } from './cluster-run.js';
-import { ClusterWorker } from './cluster-worker.js';
+import { ClusterWorker, type ExecutionObserver } from './cluster-worker.js';
 import { MemberRelay } from './member-relay.js';
 import { NatsLink } from './nats-link.js';
 import { clusterNames, type ClusterNames } from './names.js';
@@ -163,6 +163,11 @@ export class Cluster {
    */
   stopsWith(stopping: () => boolean): void {
     this.front.leaving = stopping;
+  }
+
+  /** Tracing: each run executed on this member is heard begin and end (daemon/telemetry/tracing.ts). */
+  observeExecutions(observer: ExecutionObserver): void {
+    this.executor.observeExecution = observer;
   }
 
   /** Begin executing runs from the shared queue. */

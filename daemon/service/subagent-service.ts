@@ -209,6 +209,7 @@ export class SubagentService {
     cancel.addEventListener('abort', onCancel, { once: true });
     const stopListening = (): void => cancel.removeEventListener('abort', onCancel);
     const host = new OwnedRunHost(runId, owner, params.stream === true, this.log, provider.name, this.maxOutputBytes);
+    const traceparent = params.traceparent ?? extras.traceparent;
     const observers = this.observers;
     host.observers = observers;
     observers?.starting({
@@ -220,7 +221,7 @@ export class SubagentService {
       ...(typeof params.agentOptions?.['model'] === 'string' && { model: params.agentOptions['model'] }),
       ...(extras.parentRunId !== undefined && { parentRunId: extras.parentRunId }),
       ...(owner.clientName !== undefined && { client: owner.clientName }),
-      ...((params.traceparent ?? extras.traceparent) !== undefined && { traceparent: params.traceparent ?? extras.traceparent }),
+      ...(traceparent !== undefined && { traceparent }),
     });
     // A nested start belongs to its parent run's lineage; a client's own start roots a new one.
     const parentRequester = extras.parentRunId !== undefined ? this.table.get(extras.parentRunId)?.host?.requester : undefined;
@@ -243,7 +244,12 @@ export class SubagentService {
           : await this.ledger.admit(owner.id, provider.name, abort.signal, progress && ((position) => progress({ kind: 'queued', position })));
       if (queuedAt !== undefined) observers?.admitted(runId, monotonicMs() - queuedAt);
       progress?.({ kind: 'starting' });
-      run = await provider.start({ ...toProviderRequest(params, depth, abort.signal, host), ...(extras.report && { report: extras.report }), ...(progress && { progress }) });
+      run = await provider.start({
+        ...toProviderRequest(params, depth, abort.signal, host),
+        ...(extras.report && { report: extras.report }),
+        ...(progress && { progress }),
+        ...(traceparent !== undefined && { traceparent }),
+      });
     } catch (error) {
       stopListening();
       lease?.release();

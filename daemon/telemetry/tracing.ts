@@ -22,6 +22,7 @@ import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BatchSpanProcessor, TracerProvider, type SpanExporter } from '@opentelemetry/sdk-trace';
 import type { EndParams, RunEvent, SessionEvent } from '../../protocol/index.js';
+import type { ExecutionObserver } from '../cluster/cluster-worker.js';
 import type { ObservedStart, RunObserver } from '../service/run-observer.js';
 
 export type OtlpProtocol = 'http/protobuf' | 'http/json';
@@ -57,6 +58,8 @@ export function tracingSettings(
 
 export interface Tracing {
   readonly observer: RunObserver;
+  /** For a cluster member: the span of each run executed here, continuing its start's trace. */
+  readonly executions: ExecutionObserver;
   /** Exports what is buffered, then stops. */
   shutdown(): Promise<void>;
 }
@@ -71,7 +74,8 @@ export async function startTracing(settings: TracingSettings, version: string): 
     resource: resourceFromAttributes({ 'service.name': settings.serviceName, 'service.version': version }),
     spanProcessors: [new BatchSpanProcessor({ exporter, scheduledDelayMillis: 1000 })],
   });
-  return { observer: new RunTracer(provider.getTracer('subagentd')), shutdown: () => provider.shutdown() };
+  const tracer = provider.getTracer('subagentd');
+  return { observer: new RunTracer(tracer), executions: executionTracer(tracer), shutdown: () => provider.shutdown() };
 }
 
 /** One run's spans in the making. */
@@ -100,6 +104,46 @@ const headerGetter = { get: (carrier: Record<string, string>, key: string) => ca
 export function contextOf(traceparent: string | undefined): Context {
   if (traceparent === undefined) return ROOT_CONTEXT;
   return propagator.extract(ROOT_CONTEXT, { traceparent }, headerGetter);
+}
+
+/**
+ * A cluster member's side of a run it executes: an `invoke_agent` span (kind SERVER) from its
+ * claim to its outcome, continuing the traceparent the run's record carries, so the trace crosses
+ * members. The front member's span of the same run (RunTracer) holds its steps and tokens; this
+ * one says where, in which attempt, and how the execution ended. A run whose start carried no
+ * traceparent gets none (nested runs among them: their context is their parent run's span, on the front).
+ */
+export function executionTracer(tracer: Tracer): ExecutionObserver {
+  return (run) => {
+    // Without a caller's context the front's span is the whole trace: a root here would be a second, disconnected one.
+    if (run.traceparent === undefined) return () => undefined;
+    const name = run.label ?? run.provider;
+    const span = tracer.startSpan(
+      `invoke_agent ${name}`,
+      {
+        kind: SpanKind.SERVER,
+        attributes: {
+          'gen_ai.operation.name': 'invoke_agent',
+          'gen_ai.agent.name': name,
+          'subagentd.provider': run.provider,
+          'subagentd.run_id': run.runId,
+          'subagentd.cluster.member': run.member,
+          'subagentd.cluster.front': run.front,
+          'subagentd.cluster.attempt': run.attempt,
+          'subagentd.cluster.takeover': run.takeover,
+        },
+      },
+      contextOf(run.traceparent),
+    );
+    return (outcome) => {
+      span.setAttribute('subagentd.stop_reason', outcome.stopReason);
+      if (outcome.stopReason === 'error') {
+        span.setAttribute('error.type', outcome.errorCode ?? 'error');
+        span.setStatus({ code: SpanStatusCode.ERROR });
+      }
+      span.end();
+    };
+  };
 }
 
 export class RunTracer implements RunObserver {
