@@ -112,4 +112,36 @@ describe('the view around a workspace inside a hidden folder', () => {
     expect(() => sandboxArgs(view, join(stateDir, 'sessions'))).toThrow(SandboxRefusal);
     expect(() => sandboxArgs(view, join(stateDir, 'worktrees'))).toThrow(/lies inside/);
   });
+
+  it("binds a worktree workspace's main git dir read-only so git works, unless a hidden path holds it; masks inside it still win", async () => {
+    expect(bwrap).toBeDefined();
+    const { execFileSync } = await import('node:child_process');
+    const git = (cwd: string, ...args: string[]) => execFileSync('git', ['-c', 'user.name=T', '-c', 'user.email=t@example.com', ...args], { cwd, encoding: 'utf8' });
+    const repo = await tempDir('sandbox-repo-');
+    git(repo, 'init', '-q', '-b', 'main');
+    await writeFile(join(repo, 'a.txt'), 'one\n');
+    git(repo, 'add', '-A');
+    git(repo, 'commit', '-q', '-m', 'initial');
+    const workspace = join(await tempDir('sandbox-wt-'), 'w');
+    git(repo, 'worktree', 'add', '-q', '-b', 'child', workspace);
+    await writeFile(join(repo, '.git', 'secret-token'), 'git-secret\n');
+    await writeFile(join(workspace, 'a.txt'), 'two\n');
+    const common = join(repo, '.git');
+    const probe = `git status --porcelain; git diff --stat; cat ${common}/secret-token; touch ${common}/written && echo wrote; ls ${repo}; echo end`;
+
+    const shown = await inView({ readOnly: [], hidden: [join(common, 'secret-token')], network: false }, workspace, probe);
+    expect(shown).toContain(' M a.txt');
+    expect(shown).toContain('1 file changed');
+    expect(shown).not.toContain('git-secret');
+    expect(shown).not.toContain('wrote');
+    expect(existsSync(join(common, 'written'))).toBe(false);
+    // Only the git dir is shown, not the parent's work tree.
+    expect(shown).not.toMatch(/^a\.txt$/m);
+    expect(shown).toContain('end');
+
+    const hiddenRepo = await inView({ readOnly: [], hidden: [repo], network: false }, workspace, probe);
+    expect(hiddenRepo).toContain('not a git repository');
+    expect(hiddenRepo).not.toContain('git-secret');
+    expect(hiddenRepo).toContain('end');
+  });
 });

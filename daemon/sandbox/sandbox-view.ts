@@ -5,6 +5,8 @@
  * - read-only: the system folders programs need (SYSTEM_READ_ONLY), plus the operator's
  *   `tools.shellReadOnly`;
  * - read-write: the workspace;
+ * - read-only for a workspace that is a git worktree: the main repository's git dir (the common
+ *   dir its `.git` file leads to), so git works inside, and nothing there can be rewritten;
  * - private and empty: `/tmp`, a minimal `/dev`, the sandbox's own `/proc` (a new pid namespace);
  * - hidden: everything else — the home folder, `/run` (so `$XDG_RUNTIME_DIR`), `/var`, `/sys`,
  *   and whatever the daemon keeps. The `hidden` paths (the daemon's state dir, socket folder,
@@ -14,8 +16,8 @@
  *
  * Every path is taken by its real path, so a symlink leads nowhere the view does not show.
  */
-import { lstatSync, readlinkSync, realpathSync, statSync } from '../../common/node-builtins.js';
-import { isAbsolute, relative, sep } from 'node:path';
+import { lstatSync, readFileSync, readlinkSync, realpathSync, statSync } from '../../common/node-builtins.js';
+import { isAbsolute, join, relative, resolve, sep } from 'node:path';
 
 export interface SandboxView {
   /** Extra read-only folders or files (`tools.shellReadOnly`), absolute. */
@@ -94,6 +96,10 @@ export function sandboxArgs(view: SandboxView, workspace: string | undefined): s
     args.push('--bind', workspace, workspace, '--chdir', workspace);
     for (const holder of masked.slice(before)) args.push('--remount-ro', holder);
     visible.push(workspace);
+    for (const [source, target] of gitCommonDirMounts(workspace, hidden)) {
+      args.push('--ro-bind', source, target);
+      visible.push(target);
+    }
   } else {
     args.push('--chdir', '/');
   }
@@ -106,6 +112,29 @@ export function sandboxArgs(view: SandboxView, workspace: string | undefined): s
     else if (!within(workspace, path)) mask(path, visible, masked, args);
   }
   return args;
+}
+
+/**
+ * For a workspace whose `.git` is a file (a linked worktree: `gitdir: <common>/worktrees/<name>`),
+ * the common dir to bind read-only, at its real path and at the path the file names if that
+ * differs. Nothing when the common dir lies inside a hidden path: a mask always wins.
+ */
+function gitCommonDirMounts(workspace: string, hidden: readonly string[]): Array<[string, string]> {
+  let gitDir: string;
+  let common: string;
+  try {
+    const dotGit = join(workspace, '.git');
+    if (!lstatSync(dotGit).isFile()) return [];
+    const named = /^gitdir:\s*(.+?)\s*$/m.exec(readFileSync(dotGit, 'utf8'))?.[1];
+    if (named === undefined) return [];
+    gitDir = resolve(workspace, named);
+    common = resolve(gitDir, readFileSync(join(gitDir, 'commondir'), 'utf8').trim());
+  } catch {
+    return [];
+  }
+  const real = realOrUndefined(common);
+  if (real === undefined || hidden.some((path) => within(real, path) || within(common, path))) return [];
+  return real === common ? [[real, real]] : [[real, real], [real, common]];
 }
 
 /** Adds the mask of `path` when a visible folder would show it and no mask covers it yet. */
