@@ -127,6 +127,7 @@ export async function daemonCommand(argv: string[]): Promise<number> {
             ...(settings.config.cluster?.workspaces !== undefined && { workspaces: settings.config.cluster.workspaces }),
             ...(settings.config.cluster?.workspaceWaitMs !== undefined && { workspaceWaitMs: settings.config.cluster.workspaceWaitMs }),
             ...(settings.config.limits?.maxOutputBytes !== undefined && { maxOutputBytes: settings.config.limits.maxOutputBytes }),
+            ...(settings.config.limits?.idempotencyWindowMs !== undefined && { idempotencyWindowMs: settings.config.limits.idempotencyWindowMs }),
           },
           providers,
         );
@@ -140,7 +141,7 @@ export async function daemonCommand(argv: string[]): Promise<number> {
     ...(delegation && { delegation }),
     stateDir: settings.stateDir,
     providers: cluster ? cluster.wrap(providers) : providers,
-    ...(cluster && { ledger: (local) => cluster.ledger(local) }),
+    ...(cluster && { ledger: (local) => cluster.ledger(local), startKeys: cluster.startKeys }),
     log,
     faults,
     requireToken: settings.config.requireToken ?? true,

@@ -32,6 +32,7 @@ import type { Delegation } from './service/delegation.js';
 import { DEFAULT_ADMISSION_LIMITS, type AdmissionLimits } from './store/admission-queue.js';
 import { LocalLedger } from './store/local-ledger.js';
 import type { RunLedger } from './store/run-ledger.js';
+import type { StartKeyStore } from './idempotency/start-keys.js';
 import { agentGroupsDir, reapAgentGroups } from './providers/acp/agent-groups.js';
 import { acquireStateLock } from './ops/state-lock.js';
 import { StartupError, startupFailure } from './ops/startup-error.js';
@@ -90,6 +91,8 @@ export interface DaemonOptions {
   readonly maxOutputBytes?: number;
   /** limits.idempotencyWindowMs: how long a start's idempotency key answers for its run. */
   readonly idempotencyWindowMs?: number;
+  /** Where keyed starts are remembered (a cluster member: the pool's KV bucket); default: this daemon's memory. */
+  readonly startKeys?: StartKeyStore;
   /** The config and environment in force, for status (see reload.ts). */
   readonly settingsStatus?: () => NonNullable<StatusResult['config']>;
   /** Write faults of the state dir; pass the one the daemon log reports to (see state-faults.ts). */
@@ -180,6 +183,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
     ...(options.maxOutputBytes !== undefined && { maxOutputBytes: options.maxOutputBytes }),
     ...(options.budgets && { budgets: options.budgets }),
     ...(options.idempotencyWindowMs !== undefined && { idempotencyWindowMs: options.idempotencyWindowMs }),
+    ...(options.startKeys && { startKeys: options.startKeys }),
   });
   options.delegation?.bind(service);
   const children = new ContinuableChildren(service, new ChildIndex(files.children), log);

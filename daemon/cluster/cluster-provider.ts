@@ -44,6 +44,7 @@ import { SubagentError, type ContentBlock, type SubagentResult } from '../../pro
 import type { DaemonProvider, DaemonRun, ProviderStartRequest, RestoreContext, RunHost } from '../provider.js';
 import { movedAway, ownerMovedFrom, sessionKeyOf, type ClusterRun, type QueuedStart } from './cluster-run.js';
 import { claimChild } from './child-fence.js';
+import { adoptedRecord } from './parked-starts.js';
 import type { ControlMessage } from './cluster-worker.js';
 import { askExecutor as ask, steer } from './control-request.js';
 import { remoteRun, type ClusterDaemonRun } from './remote-run.js';
@@ -76,6 +77,8 @@ export interface FrontContext {
   readonly workspaces: WorkspaceIdentities;
   /** How long a queued run waits for a live member that serves its workspace (cluster.workspaceWaitMs). */
   readonly workspaceWaitMs: number;
+  /** Parked starts a retry under their key is adopting through this member (pool-start-keys.ts), by run id. */
+  readonly adoptions: Set<string>;
 }
 
 export type { ClusterDaemonRun };
@@ -103,6 +106,8 @@ async function submit(provider: string, request: ProviderStartRequest, front: Fr
   front.link.assertOnline();
   request.signal.throwIfAborted();
   const { signal, host, report, progress: _progress, ...rest } = request;
+  // A retry under the key of a start its dead front left parked: that start, under its run id, queued again.
+  if (front.adoptions.has(host.runId)) return adopt(host, signal, report, front, kind);
   const queued: QueuedStart = rest;
   const workspace = await front.workspaces.of(request.parent.cwd);
   const record: ClusterRun = {
@@ -120,6 +125,16 @@ async function submit(provider: string, request: ProviderStartRequest, front: Fr
   return launch(record, host, signal, report, front, kind);
 }
 
+/** Adopts the parked start `host.runId` (parked-starts.ts): this member becomes its front and queues it again. */
+async function adopt(host: RunHost, signal: AbortSignal, report: ReportSink | undefined, front: FrontContext, kind: ChainKind): Promise<ClusterDaemonRun> {
+  const stored = await front.scheduler.records.refresh(host.runId);
+  if (!stored || stored.record.state !== 'queued' || stored.record.parked === undefined) {
+    throw new SubagentError('RUN_STATE', `the start of run ${host.runId} is no longer parked: it cannot be adopted`);
+  }
+  const record = adoptedRecord(stored.record, front.relay.memberId);
+  return launch(record, host, signal, report, front, kind, () => front.scheduler.requeue(record, stored.revision));
+}
+
 /** Queues `record` (a start or a continuation) and resolves with its run once its child exists. */
 async function launch(
   record: ClusterRun,
@@ -128,6 +143,7 @@ async function launch(
   report: ReportSink | undefined,
   front: FrontContext,
   kind: ChainKind,
+  queue: () => Promise<unknown> = () => front.scheduler.submit(record),
 ): Promise<ClusterDaemonRun> {
   const { runId } = record;
   front.relay.host(runId, host, report);
@@ -179,7 +195,7 @@ async function launch(
   signal.addEventListener('abort', onAbort, { once: true });
   let stopWatching: (() => void) | undefined;
   try {
-    await front.scheduler.submit(record);
+    await queue();
     if (record.pin !== undefined) stopWatching = watchHolder(() => latest, front);
     else stopWatching = watchWorkspace(() => latest, { link: front.link, names: front.names, records: front.scheduler.records, waitMs: front.workspaceWaitMs });
     await started;

@@ -76,6 +76,12 @@ export interface ClusterRun {
   readonly workspace?: WorkspaceIdentity;
   /** Only this member may take the run: it holds the child's agent process (a child that cannot be restored elsewhere). */
   readonly pin?: string;
+  /**
+   * A queued start whose front died before answering (parked-starts.ts): no member claims it
+   * until a retry under its idempotency key adopts it through some member; `parked` is when it
+   * was parked, and it is dropped once the keys' window has passed.
+   */
+  readonly parked?: string;
 }
 
 /** Where a run's child's session is mirrored: one subject per child, named by its chain's first run. */

@@ -4,8 +4,8 @@
  * provider, and writing its outcome to the run's record before the ticket is acknowledged.
  *
  * - A fresh claim starts the child, unless its front member is gone (nobody waits for the start:
- *   it ends unclaimed, and its client sends it again elsewhere under its idempotency key); its
- *   events and tool calls go to the owner's member
+ *   it is parked, unstarted, until its client sends it again under its idempotency key through
+ *   some member, which adopts it: parked-starts.ts); its events and tool calls go to the owner's member
  *   (member-relay.ts); its session is mirrored to the cluster as it grows (session-mirror.ts).
  * - A takeover (the previous worker went silent) rebuilds the child's session file from the
  *   mirror, restores the child through its provider and tells it to continue: the run keeps its
@@ -47,6 +47,7 @@ import type { Claim, ClusterScheduler } from './scheduler.js';
 import type { Lease } from './slot-queue.js';
 import type { SessionEvents } from './session-events.js';
 import { SessionMirror } from './session-mirror.js';
+import { parkedRecord } from './parked-starts.js';
 import type { WorkspaceGate } from './workspace.js';
 import { answerSurveys } from './workspace-survey.js';
 
@@ -303,9 +304,15 @@ export class ClusterWorker {
       } else {
         const { conduit } = execution;
         // A start nobody can see any more (its front died before answering) is not run: its
-        // client never got a run id, and comes back, if at all, with its idempotency key.
+        // client never got a run id, and comes back, if at all, with its idempotency key. It is
+        // parked (back to queued, claimed by nobody) and its ticket acknowledged: the slot is free.
         if (!(await this.relay.awaited(conduit.target))) {
-          throw new SubagentError('ABORTED', `the start's front member ${record.ownerMember} is gone: nobody waits for this start, so it was not run`);
+          const parked = await this.scheduler.records.transition(runId, parkedRecord(record), execution.revision).then(() => true, () => false);
+          if (!parked) throw new SubagentError('ABORTED', `the start's front member ${record.ownerMember} is gone: nobody waits for this start, so it was not run`);
+          log.info({ front: record.ownerMember }, 'cluster: parked a start whose front is gone, until a retry under its key adopts it');
+          await lease.ack().catch(() => lease.stop());
+          this.forget(execution);
+          return;
         }
         const run = await provider.start({ ...record.request, signal, host: conduit.host, ...(conduit.report && { report: conduit.report }) });
         begun = { run, stored: 0, conduit };

@@ -5,7 +5,8 @@
  * to the shared queue (cluster-provider.ts), those registered later too (`adopt`: a reload's
  * ACP providers); `start` begins executing runs from the queue
  * (cluster-worker.ts); `ledger` gives the service a ledger that answers for every run of the
- * pool (cluster-ledger.ts); `close` lets go of what executes here (another member continues it) and
+ * pool (cluster-ledger.ts); `startKeys` the pool's idempotency keys (pool-start-keys.ts), whose
+ * window also bounds how long a start its dead front left queued stays parked (parked-starts.ts); `close` lets go of what executes here (another member continues it) and
  * disconnects.
  */
 import { hostname } from 'node:os';
@@ -18,6 +19,9 @@ import { ClusterLedger } from './cluster-ledger.js';
 import { clusterProvider, type FrontContext } from './cluster-provider.js';
 import type { ClusterRun, WorkerRef } from './cluster-run.js';
 import { ClusterWorker, type ExecutionObserver } from './cluster-worker.js';
+import { DEFAULT_IDEMPOTENCY_WINDOW_MS } from '../idempotency/start-keys.js';
+import { sweepParked } from './parked-starts.js';
+import { PoolStartKeys } from './pool-start-keys.js';
 import { MemberRelay } from './member-relay.js';
 import { NatsLink } from './nats-link.js';
 import { clusterNames, type ClusterNames } from './names.js';
@@ -44,6 +48,8 @@ export interface ClusterOptions {
   readonly maxOutputBytes?: number;
   /** This member's id (default: a fresh random one, like a daemon epoch). */
   readonly memberId?: string;
+  /** limits.idempotencyWindowMs: how long the pool remembers a start's idempotency key (default 10 minutes). */
+  readonly idempotencyWindowMs?: number;
   /** The roots of the workspaces this member serves (default: any cwd that exists here). */
   readonly workspaces?: readonly string[];
   /** How long a start waits for a live member serving its workspace before WORKSPACE_UNAVAILABLE (default 10 s). */
@@ -65,6 +71,8 @@ export class Cluster {
     private readonly local: Map<string, DaemonProvider>,
     /** The stand-ins the service holds, by name (a re-attached run offers what its stand-in does). */
     private readonly standIns: Map<string, DaemonProvider>,
+    /** The pool's idempotency keys, for the service (pool-start-keys.ts). */
+    readonly startKeys: PoolStartKeys,
   ) {}
 
   static async join(options: ClusterOptions, providers: readonly DaemonProvider[]): Promise<Cluster> {
@@ -89,6 +97,7 @@ export class Cluster {
         startsHere: new Map(),
         workspaces: new WorkspaceIdentities(),
         workspaceWaitMs: options.workspaceWaitMs ?? DEFAULT_WORKSPACE_WAIT_MS,
+        adoptions: new Set(),
         link,
         names,
         scheduler,
@@ -112,13 +121,17 @@ export class Cluster {
         ...(options.maxOutputBytes !== undefined && { maxOutputBytes: options.maxOutputBytes }),
       });
       front.controlHere = (runId, message) => executor.controlHere(runId, message);
+      const windowMs = options.idempotencyWindowMs ?? DEFAULT_IDEMPOTENCY_WINDOW_MS;
+      const startKeys = await PoolStartKeys.open(link, names, windowMs, records, relay, front.adoptions);
+      const stopSweeping = sweepParked(records, windowMs, options.log.child({ cluster: worker.id }));
       executor.startedHere = (runId, childId, startedAt) => {
         const waiting = front.startsHere.get(runId);
         waiting?.(childId, startedAt);
         return waiting !== undefined;
       };
       link.onChange((online) => options.log[online ? 'info' : 'warn']({ url: options.url }, online ? 'cluster: NATS reconnected' : 'cluster: NATS connection lost; refusing new runs until it is back'));
-      return new Cluster(worker, link, names, scheduler, relay, executor, front, stopFollowing, options.log.child({ cluster: worker.id }), local, standIns);
+      const stop = (): void => (stopFollowing(), stopSweeping());
+      return new Cluster(worker, link, names, scheduler, relay, executor, front, stop, options.log.child({ cluster: worker.id }), local, standIns, startKeys);
     } catch (error) {
       await link.close();
       throw error;

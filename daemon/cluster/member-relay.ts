@@ -155,6 +155,20 @@ export class MemberRelay {
     }
   }
 
+  /**
+   * Whether `memberId` is alive: false only when no member listens on its subject (NATS answers
+   * "no responders" at once for a killed or stopped member); a slow answer counts as alive.
+   */
+  async alive(memberId: string): Promise<boolean> {
+    if (memberId === this.memberId) return true;
+    try {
+      await this.link.nc.request(this.names.memberSubject(memberId), JSON.stringify({ kind: 'awaits', runId: '' } satisfies Inbound), { timeout: AWAITS_TIMEOUT_MS });
+      return true;
+    } catch (error) {
+      return !isNoResponders(error);
+    }
+  }
+
   close(): void {
     this.subscription.unsubscribe();
   }

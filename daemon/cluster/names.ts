@@ -22,6 +22,8 @@ export interface ClusterNames {
   memberSubject(memberId: string): string;
   /** Core subject the member executing a run listens on: cancel, dispose, interrupt. */
   controlSubject(runId: string): string;
+  /** KV bucket of the pool's idempotency keys (pool-start-keys.ts). */
+  readonly keysBucket: string;
   /** Core subject every executing member listens on: "who serves this workspace?" (workspace-survey.ts). */
   readonly workspaceSubject: string;
 }
@@ -37,6 +39,7 @@ export function clusterNames(prefix = 'subagentd'): ClusterNames {
     queueSubject: `${prefix}.queue.tickets`,
     slotsConsumer: 'slots',
     recordsBucket: `${upper}_RUNS`,
+    keysBucket: `${upper}_KEYS`,
     sessionStream: `${upper}_SESSIONS`,
     sessionSubjects: `${prefix}.session.*`,
     sessionSubject: (runId) => `${prefix}.session.${token(runId)}`,

@@ -83,6 +83,17 @@ export class ClusterScheduler {
   }
 
   /**
+   * Puts a parked start (its record at `revision`) back in the queue as `run`, with a ticket of
+   * its own (its first ticket was acknowledged when it was parked). The compare-and-set decides
+   * between members adopting it at once; the ticket is enqueued only by the winner.
+   */
+  async requeue(run: ClusterRun, revision: number): Promise<number> {
+    const next = await this.records.transition(run.runId, run, revision);
+    await this.queue.enqueue(run.runId, `${run.runId}.${next}`);
+    return next;
+  }
+
+  /**
    * The next run for this member, or undefined once `signal` aborts. `prepare` is awaited with
    * the runs a claim may look at before `canRun` (synchronous) judges them: the worker checks
    * their workspaces there (workspace.ts), once per identity.
@@ -153,7 +164,7 @@ export class ClusterScheduler {
   }
 
   private *queued(): Generator<ClusterRun> {
-    for (const run of this.active.values()) if (run.state === 'queued') yield run;
+    for (const run of this.active.values()) if (run.state === 'queued' && run.parked === undefined) yield run;
   }
 
   /** Queued runs this member can run, plus every running one (fairness counts what executes). */
@@ -161,7 +172,7 @@ export class ClusterScheduler {
     for (const run of this.active.values()) {
       // A run another loop here is claiming counts as running for its client: the fair pick moves on to the next client.
       if (this.claiming.has(run.runId)) yield { ...run, state: 'running' };
-      else if (run.state === 'running' || canRun(run)) yield run;
+      else if (run.state === 'running' || (run.parked === undefined && canRun(run))) yield run; // a parked start waits for its client (parked-starts.ts)
     }
   }
 

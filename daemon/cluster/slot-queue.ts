@@ -44,9 +44,13 @@ export class SlotQueue {
     return new SlotQueue(link, names, options);
   }
 
-  /** Puts one ticket in the queue; the run id de-duplicates a retried publish. */
-  async enqueue(runId: string): Promise<number> {
-    const ack = await withoutStacks(() => this.link.js.publish(this.names.queueSubject, JSON.stringify({ runId }), { msgID: runId }));
+  /**
+   * Puts one ticket in the queue; `dedupId` (default the run id) de-duplicates a retried publish.
+   * A run's second ticket (an adopted parked start) needs an id of its own, or the server's
+   * duplicate window would swallow it.
+   */
+  async enqueue(runId: string, dedupId = runId): Promise<number> {
+    const ack = await withoutStacks(() => this.link.js.publish(this.names.queueSubject, JSON.stringify({ runId }), { msgID: dedupId }));
     return ack.seq;
   }
 

@@ -9,6 +9,9 @@
  * - A start that failed leaves nothing behind: a repeat makes the start afresh.
  * - Keys are forgotten `windowMs` after the start that made them (default 10 minutes), and the
  *   oldest go first past `maxEntries`, so memory stays bounded whatever clients send.
+ *
+ * This is a single daemon's store; a cluster member's is the pool's (cluster/pool-start-keys.ts),
+ * behind the same `StartKeyStore` seam.
  */
 
 /** The run a keyed start made, and the token its starter was answered with. */
@@ -17,12 +20,27 @@ export interface KeyedRun {
   readonly runToken: string;
 }
 
-/** This start is the first under its key: report how it ended (its run, or undefined when it failed). */
+/**
+ * This start is the first under its key: make it under `runId` (the one proposed, or in a pool a
+ * queued start its dead front left behind, which this start adopts), then report how it ended
+ * (its run, or undefined when it failed).
+ */
 export interface FirstStart {
+  readonly runId: string;
   readonly first: (run: KeyedRun | undefined) => void;
 }
 
 export type KeyClaim = FirstStart | { readonly run: KeyedRun };
+
+/** Where the keys of keyed starts live: this daemon's memory, or the pool's KV bucket. */
+export interface StartKeyStore {
+  /**
+   * The first start under `owner`'s `key` makes the run (under `runId`, minted by the caller,
+   * unless the claim names another); a later one gets it, waiting while it is made. `signal`
+   * ends the wait (the start was cancelled).
+   */
+  claim(owner: string, key: string, runId: string, signal: AbortSignal): Promise<KeyClaim>;
+}
 
 interface Entry {
   readonly at: number;
@@ -33,7 +51,7 @@ interface Entry {
 export const DEFAULT_IDEMPOTENCY_WINDOW_MS = 10 * 60_000;
 const MAX_ENTRIES = 100_000;
 
-export class StartKeys {
+export class StartKeys implements StartKeyStore {
   private readonly entries = new Map<string, Entry>();
 
   constructor(
@@ -42,12 +60,12 @@ export class StartKeys {
   ) {}
 
   /** The first start under `owner`'s `key` makes the run; a later one gets it (waiting while it is made). */
-  async claim(owner: string, key: string): Promise<KeyClaim> {
+  async claim(owner: string, key: string, runId: string): Promise<KeyClaim> {
     const scope = `${owner}\n${key}`;
     for (;;) {
       this.prune();
       const entry = this.entries.get(scope);
-      if (!entry) return this.open(scope);
+      if (!entry) return this.open(scope, runId);
       if (entry.run) return { run: entry.run };
       const run = await entry.made;
       if (run) return { run };
@@ -55,11 +73,12 @@ export class StartKeys {
     }
   }
 
-  private open(scope: string): FirstStart {
+  private open(scope: string, runId: string): FirstStart {
     let settle!: (run: KeyedRun | undefined) => void;
     const entry: Entry = { at: Date.now(), made: new Promise((resolve) => (settle = resolve)) };
     this.entries.set(scope, entry);
     return {
+      runId,
       first: (run) => {
         if (run) entry.run = run;
         else if (this.entries.get(scope) === entry) this.entries.delete(scope);

@@ -39,7 +39,7 @@ import {
   type StartResult,
   type SubagentResult,
 } from '../../protocol/index.js';
-import { StartKeys, type KeyedRun } from '../idempotency/start-keys.js';
+import { StartKeys, type KeyedRun, type StartKeyStore } from '../idempotency/start-keys.js';
 import type { DaemonProvider, DaemonRun, IsolationRequest, ProviderStartRequest, RunHost } from '../provider.js';
 import type { Lease, ListedRun, RunLedger, StoredRun } from '../store/run-ledger.js';
 import { LineageSlots, type LineageSlotStats } from './lineage-slots.js';
@@ -83,6 +83,8 @@ export interface SubagentServiceOptions {
   readonly budgets?: TokenBudgets;
   /** How long a start's idempotency key answers for its run (limits.idempotencyWindowMs, default 10 minutes). */
   readonly idempotencyWindowMs?: number;
+  /** Where keyed starts are remembered (a cluster member: the pool's bucket); default: this daemon's memory. */
+  readonly startKeys?: StartKeyStore;
 }
 
 export class SubagentService {
@@ -97,7 +99,7 @@ export class SubagentService {
   private readonly maxOutputBytes: number;
   private readonly budgets: TokenBudgets | undefined;
   /** Keyed starts of the last window (idempotency/start-keys.ts). */
-  private readonly startKeys: StartKeys;
+  private readonly startKeys: StartKeyStore;
   private shuttingDown = false;
   /** Telemetry and the web view (run-observer.ts); absent until the first observer. */
   private observers: RunObservers | undefined;
@@ -111,7 +113,7 @@ export class SubagentService {
     this.detachGraceMs = options.detachGraceMs ?? 60_000;
     this.maxOutputBytes = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
     this.budgets = options.budgets;
-    this.startKeys = new StartKeys(options.idempotencyWindowMs);
+    this.startKeys = options.startKeys ?? new StartKeys(options.idempotencyWindowMs);
     this.recovery = new RunRecovery(this.ledger, this.registry, log, this.maxOutputBytes);
     this.lifecycle = new RunLifecycle(this.ledger, this.table, log, this.maxOutputBytes, () => this.shuttingDown);
   }
@@ -158,10 +160,10 @@ export class SubagentService {
    */
   async start(params: StartParams, owner: RunOwner, cancel: AbortSignal, extras: StartExtras = {}): Promise<StartResult> {
     if (params.idempotencyKey === undefined) return this.startAfresh(params, owner, cancel, extras);
-    const claim = await this.startKeys.claim(params.parent.sessionId, params.idempotencyKey);
+    const claim = await this.startKeys.claim(params.parent.sessionId, params.idempotencyKey, mintRunId(), cancel);
     if ('run' in claim) return this.startAgain(claim.run, owner, params.stream === true, extras.answer);
     try {
-      const started = await this.startAfresh(params, owner, cancel, extras);
+      const started = await this.startAfresh(params, owner, cancel, extras, claim.runId);
       claim.first({ runId: started.runId, runToken: started.runToken });
       return started;
     } catch (error) {
@@ -187,7 +189,7 @@ export class SubagentService {
     return { ...identity, runToken: keyed.runToken };
   }
 
-  private async startAfresh(params: StartParams, owner: RunOwner, cancel: AbortSignal, extras: StartExtras): Promise<StartResult> {
+  private async startAfresh(params: StartParams, owner: RunOwner, cancel: AbortSignal, extras: StartExtras, runId = mintRunId()): Promise<StartResult> {
     const { progress } = extras;
     if (this.shuttingDown) throw new SubagentError('SHUTTING_DOWN', 'the daemon is shutting down and accepts no new runs');
     const provider = this.registry.get(params.provider);
@@ -198,7 +200,6 @@ export class SubagentService {
     }
     checkStartRequest(provider, params);
     const depth = childDepth(params.parent, params.maxDepth);
-    const runId = mintRunId();
     const abort = new AbortController();
     // The start's cancel rolls it back until its answer is decided (publish's `accept`), never later.
     let answering = false;
