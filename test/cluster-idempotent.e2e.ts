@@ -61,7 +61,7 @@ describe('idempotent starts in a pool', () => {
       const mine = [...store.all()].map((r) => r.record).filter((record) => queuedRunIds.has(text(record.request.prompt)));
       if (mine.every((record) => record.state === 'queued' && record.parked !== undefined)) break;
       expect(mine.filter((record) => record.childId !== undefined)).toEqual([]);
-      if (i > 1500) throw new Error(`the queued starts were not parked: ${JSON.stringify(mine.map((r) => [r.state, r.parked]))}`);
+      if (i > 4000) throw new Error(`the queued starts were not parked: ${JSON.stringify(mine.map((r) => [r.state, r.parked]))}`);
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
     // Each client whose start was never answered sends it again, same key, through a member left.
