@@ -81,7 +81,7 @@ export interface ExecutedRun {
 /** Hears a run begin executing here; the function it returns hears how the execution ended. */
 export type ExecutionObserver = (run: ExecutedRun) => (outcome: ExecutionOutcome) => void;
 
-/** How an execution here ended: the result's stop reason, or the failed start's error code. */
+/** How an execution here ended: the result's stop reason (`parked`: not run, parked-starts.ts), or the failed start's error code. */
 export interface ExecutionOutcome {
   readonly stopReason: string;
   readonly errorCode?: string;
@@ -312,7 +312,7 @@ export class ClusterWorker {
           log.info({ front: record.ownerMember }, 'cluster: parked a start whose front is gone, until a retry under its key adopts it');
           await lease.ack().catch(() => lease.stop());
           this.forget(execution);
-          return;
+          return { stopReason: 'parked' };
         }
         const run = await provider.start({ ...record.request, signal, host: conduit.host, ...(conduit.report && { report: conduit.report }) });
         begun = { run, stored: 0, conduit };
