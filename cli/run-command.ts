@@ -6,7 +6,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { SubagentError, type ObjectJsonSchema, type RunEvent, type StartProgress, type SubagentResult } from '../protocol/index.js';
-import { describeModelWait, describeRetry, describeStartProgress } from '../common/progress-text.js';
+import { describeStartProgress, describeWait, isWaitEvent } from '../common/progress-text.js';
 import type { CommonSettings } from './options.js';
 import { packageRoot } from '../common/package-info.js';
 import type { RemoteSubagentService } from '../client/index.js';
@@ -71,8 +71,7 @@ function progressPrinter(): (event: RunEvent) => void {
         for (const call of calls) line(`  → ${call.name} ${call.arguments}`);
       } else if (e.type === 'tool/result') line(`  ← ${e.name}${e.isError ? ' failed' : ''}`);
       else if (e.type === 'turn/end') line(`  · turn ended: ${e.reason}`);
-    } else if (event.kind === 'retry') line(`  ! ${describeRetry(event)}`);
-    else if (event.kind === 'model-wait') line(`  … ${describeModelWait(event)}`);
+    } else if (isWaitEvent(event)) line(`  ${event.kind === 'retry' ? '!' : '…'} ${describeWait(event)}`);
   };
 }
 
@@ -104,7 +103,7 @@ async function warnOnEnvDrift(client: RemoteSubagentService, model: string | und
  * instead of the streamed text, so the answer appears once, on stdout, at the end. A model retry
  * shows until the model answers again.
  */
-function liveStatus(line: StatusLine): (event: RunEvent) => void {
+function liveStatus(line: StatusLine, shownLive: () => boolean): (event: RunEvent) => void {
   let tools = 0;
   let last = '';
   let tokens = { prompt: 0, completion: 0 };
@@ -114,8 +113,12 @@ function liveStatus(line: StatusLine): (event: RunEvent) => void {
   return (event) => {
     if (event.kind === 'text-delta') phase = 'writing the answer';
     else if (event.kind === 'reasoning-delta') phase = 'reasoning';
-    else if (event.kind === 'retry') phase = describeRetry(event);
-    else if (event.kind === 'model-wait') phase = describeModelWait(event);
+    else if (event.kind === 'queued' || event.kind === 'agent-starting') {
+      // The start's stages, sent right after its answer: when `$/progress` already showed them live
+      // (startStatus), the line must not go back to "queued" for a run that is working.
+      if (shownLive()) return;
+      phase = describeWait(event);
+    } else if (isWaitEvent(event)) phase = describeWait(event);
     else {
       const e = event.event;
       if (e.type === 'assistant/message') {
@@ -133,8 +136,11 @@ function liveStatus(line: StatusLine): (event: RunEvent) => void {
 }
 
 /** Before the answer to the start: queued (with the place in line), starting, the ACP agent's stages. */
-function startStatus(line: StatusLine, provider: string): (progress: StartProgress) => void {
-  return (progress) => line.set(describeStartProgress(progress, provider));
+function startStatus(line: StatusLine, provider: string, seen: { live: boolean }): (progress: StartProgress) => void {
+  return (progress) => {
+    seen.live = true;
+    line.set(describeStartProgress(progress, provider));
+  };
 }
 
 export async function runCommand(settings: CommonSettings, options: RunCommandOptions): Promise<number> {
@@ -163,6 +169,7 @@ async function delegate(settings: CommonSettings, options: RunCommandOptions, li
   };
   process.on('SIGINT', onInterrupt);
   const model = absoluteModel(options.model);
+  const startSeen = { live: false };
   try {
     const run = await client.start(options.provider, {
       prompt: [{ type: 'text', text: options.prompt }],
@@ -172,8 +179,8 @@ async function delegate(settings: CommonSettings, options: RunCommandOptions, li
       ...(options.schemaFile !== undefined && { outputSchema: readSchema(options.schemaFile) }),
       ...(options.worktree === true && { isolation: 'worktree' as const, label: options.prompt.slice(0, 40) }),
       ...(options.baseRef !== undefined && { baseRef: options.baseRef }),
-      ...(!settings.json && !options.quiet && { onEvent: line ? liveStatus(line) : progressPrinter() }),
-      ...(line && { onStartProgress: startStatus(line, options.provider) }),
+      ...(!settings.json && !options.quiet && { onEvent: line ? liveStatus(line, () => startSeen.live) : progressPrinter() }),
+      ...(line && { onStartProgress: startStatus(line, options.provider, startSeen) }),
     });
     line?.set('running');
     let result: SubagentResult;

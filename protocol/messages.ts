@@ -72,7 +72,7 @@ import { defineNotification, defineRequest, type ParamsOf, type ResultOf } from 
 export { type DaemonIdentity, type Isolation, type WorktreeCleanup, type ParentRef, type ProgressToken, type ProviderDescriptor, type RunInfo, type RunState, type WorkerRef } from './schemas.js';
 
 /** Semver of the wire. A different major is refused at `initialize`. */
-export const PROTOCOL_VERSION = '1.5.0';
+export const PROTOCOL_VERSION = '1.6.0';
 
 /** Default cap on one inbound frame's body; the header block has its own 8 KiB cap. */
 export const DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024;
@@ -683,6 +683,21 @@ const modelWaitEvent = obj(
 );
 export type ModelWaitEvent = Infer<typeof modelWaitEvent>;
 
+/**
+ * Since 1.6: where the run stood before its start was answered, as run events (the same facts as
+ * the start's `$/progress`, for owners that gave no token or that replay the stream). Held with the
+ * run's other early events and sent, in order, right after the answer that names the run.
+ * - `queued`: it waited for a run slot, `position` 1 being next;
+ * - `agent-starting`: an ACP provider spawned its agent process, then initialized it.
+ */
+const queuedEvent = obj({ kind: literal('queued'), position: intFrom(1) }, ['kind', 'position']);
+export type QueuedEvent = Infer<typeof queuedEvent>;
+const agentStartingEvent = obj({ kind: literal('agent-starting'), stage: oneOfValues(['spawning', 'initializing']) }, ['kind', 'stage']);
+export type AgentStartingEvent = Infer<typeof agentStartingEvent>;
+
+/** The run event kinds a connection gets only from the protocol minor that added them. */
+export const RUN_EVENT_SINCE_MINOR: Readonly<Record<string, number>> = { retry: 1, 'model-wait': 5, queued: 6, 'agent-starting': 6 };
+
 /** Streamed progress of a run, sent only when the start asked for `stream`. */
 const runEvent = splitOn(
   discriminated(
@@ -691,6 +706,8 @@ const runEvent = splitOn(
     obj({ kind: literal('session'), event: sessionEvent }, ['kind', 'event']),
     retryEvent,
     modelWaitEvent,
+    queuedEvent,
+    agentStartingEvent,
   ),
   'kind',
 );

@@ -134,6 +134,8 @@ const examples: Partial<Record<string, unknown[]>> = {
     { runId: 'run_1', event: { kind: 'session', event: sessionEvents[1] } },
     { runId: 'run_1', event: { kind: 'retry', attempt: 2, delayMs: 1000, reason: 'HTTP 429: Rate limit reached', status: 429 } },
     { runId: 'run_1', event: { kind: 'retry', attempt: 3, delayMs: 250, reason: 'cannot reach http://127.0.0.1:9/v1' } },
+    { runId: 'run_1', event: { kind: 'queued', position: 2 } },
+    { runId: 'run_1', event: { kind: 'agent-starting', stage: 'initializing' } },
   ],
   'run/events notification': [
     {

@@ -13,3 +13,18 @@ it('says where a start stands', () => {
   expect(describeStartProgress({ kind: 'agent', stage: 'initializing' }, 'qwen')).toBe('starting ACP agent… (initializing)');
   expect(describeStartProgress({ kind: 'ready', runId: 'run_x' }, 'qwen')).toBe('running');
 });
+
+it("reads the start's run events (1.6) as their $/progress twins, beside a model wait and retry", async () => {
+  const { describeWait, isWaitEvent } = await import('../common/progress-text.js');
+  const { describeEvent } = await import('../faces/mcp/progress.js');
+  const { updatesForRunEvent } = await import('../faces/acp/session-updates.js');
+  expect(describeWait({ kind: 'queued', position: 3 })).toBe('queued (3rd in line)');
+  expect(describeWait({ kind: 'agent-starting', stage: 'initializing' })).toBe('starting ACP agent… (initializing)');
+  expect(describeWait({ kind: 'model-wait', endpoint: 'http://m', position: 2 })).toBe('waiting for the model endpoint (2nd in line)');
+  expect(isWaitEvent({ kind: 'text-delta', text: 'x' })).toBe(false);
+  // MCP progress and ACP session updates carry the same words.
+  expect(describeEvent({ kind: 'queued', position: 1 })).toBe('queued (1st in line)');
+  expect(describeEvent({ kind: 'agent-starting', stage: 'spawning' })).toBe('starting ACP agent… (spawning)');
+  const [update] = updatesForRunEvent({ kind: 'agent-starting', stage: 'spawning' });
+  expect(update).toMatchObject({ sessionUpdate: 'session_info_update', _meta: { subagentd: { kind: 'agent-starting', stage: 'spawning', message: 'starting ACP agent… (spawning)' } } });
+});

@@ -159,3 +159,81 @@ describe('model retries as run events', () => {
     }
   });
 });
+
+describe('the start as run events (1.6)', () => {
+  const startParams = (prompt: string, token: string) => ({ provider: 'echo', prompt: text(prompt), parent: parent(token), stream: true, progressToken: token });
+
+  it("sends a queued start's places in line as run events, in order, right after the answer; a 1.5 client gets only $/progress", { timeout: 30_000 }, async () => {
+    const first = await clients.connect(daemon.socket);
+    const holdA = new AbortController();
+    const a = runs.track(await first.start('echo', { prompt: text('hang'), parent: parent('hold'), signal: holdA.signal }));
+    const old = await RawPeer.initialized(daemon.socket, 'old-client', '1.5.0');
+    const current = await RawPeer.initialized(daemon.socket, 'current-client');
+    try {
+      const progressOf = (peer: RawPeer, token: string): unknown[] =>
+        peer.notifications('$/progress').filter((m) => (m.params as { token: string }).token === token).map((m) => (m.params as { value: unknown }).value);
+      // The old client queues first (1st in line), the current one behind it (2nd).
+      const oldReply = old.request('subagent/start', startParams('echo old', 'old'), 25_000);
+      await waitFor(() => progressOf(old, 'old').length > 0, 10_000, 'the old start to be queued');
+      const currentReply = current.request('subagent/start', startParams('echo current', 'current'), 25_000);
+      await waitFor(() => progressOf(current, 'current').length > 0, 10_000, 'the current start to be queued');
+
+      holdA.abort(); // the slot goes to the old client's start, then to the current one's
+      expect((await a.result).stopReason).toBe('aborted');
+      const oldRun = ((await oldReply).result as { runId: string }).runId;
+      const currentRun = ((await currentReply).result as { runId: string }).runId;
+      await old.waitFor((m) => m.method === 'subagent/end', 10_000, 'the old run to end');
+      await current.waitFor((m) => m.method === 'subagent/end', 10_000, 'the current run to end');
+
+      // $/progress is unchanged for both.
+      expect(progressOf(old, 'old')).toEqual([{ kind: 'queued', position: 1 }, { kind: 'starting' }, { kind: 'ready', runId: oldRun }]);
+      expect(progressOf(current, 'current')).toEqual([
+        { kind: 'queued', position: 2 },
+        { kind: 'queued', position: 1 },
+        { kind: 'starting' },
+        { kind: 'ready', runId: currentRun },
+      ]);
+
+      // The current client's run opens with its places in line, and nothing of the run comes before the answer naming it.
+      const events = current.runEvents().filter((e) => e.runId === currentRun);
+      expect(events.slice(0, 2).map((e) => e.event)).toEqual([
+        { kind: 'queued', position: 2 },
+        { kind: 'queued', position: 1 },
+      ]);
+      expect(events.map((e) => e.event.kind)).toContain('text-delta');
+      const answeredAt = current.messages.findIndex((m) => m.result !== undefined && (m.result as { runId?: string }).runId === currentRun);
+      expect(answeredAt).toBeGreaterThanOrEqual(0);
+      expect(current.messages.indexOf(events[0]!.message)).toBeGreaterThan(answeredAt);
+
+      // The 1.5 client, whose schema has no such kinds, still gets its run's stream without them.
+      const oldKinds = old.runEvents().filter((e) => e.runId === oldRun).map((e) => e.event.kind);
+      expect(oldKinds).toContain('text-delta');
+      expect(oldKinds).not.toContain('queued');
+      for (const [peer, runId] of [[old, oldRun], [current, currentRun]] as const) await peer.request('run/dispose', { runId });
+    } finally {
+      old.close();
+      current.close();
+    }
+  });
+
+  it("streams an ACP agent's spawning and initializing as the run's first events", { timeout: 30_000 }, async () => {
+    const ws: Workspace = await makeWorkspace();
+    try {
+      const service = await clients.connect(daemon.socket);
+      const events: RunEvent[] = [];
+      const run = runs.track(
+        await service.start('sdk-agent', { prompt: text('hello'), parent: { sessionId: 'events-acp', cwd: ws.root }, signal: live(), onEvent: (event) => events.push(event) }),
+      );
+      expect((await run.result).stopReason).toBe('completed');
+      expect(events.slice(0, 2)).toEqual([
+        { kind: 'agent-starting', stage: 'spawning' },
+        { kind: 'agent-starting', stage: 'initializing' },
+      ]);
+      // A start that was not queued has no `queued` event.
+      expect(events.map((event) => event.kind)).not.toContain('queued');
+      await run.dispose();
+    } finally {
+      await ws.cleanup();
+    }
+  });
+});

@@ -46,6 +46,7 @@ import {
   ShutdownRequest,
   StartNotification,
   StartProgressNotification,
+  RUN_EVENT_SINCE_MINOR,
   StartRequest,
   StatusRequest,
   SUBAGENT_ERROR_CODES,
@@ -159,10 +160,11 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber,
   private readonly closedPromise: Promise<void>;
   private resolveClosed!: () => void;
   clientName = 'unknown';
-  /** Whether the client's protocol knows `retry` run events (1.1 and later); a 1.0 client would drop them as invalid. */
-  private takesRetryEvents = true;
-  /** Whether the client's protocol knows `model-wait` run events (1.5 and later). */
-  private takesWaitEvents = true;
+  /**
+   * The client's protocol minor: run event kinds added later (RUN_EVENT_SINCE_MINOR: `retry` 1.1,
+   * `model-wait` 1.5, `queued`/`agent-starting` 1.6) are not sent to it; its schema would refuse them.
+   */
+  private clientMinor = Number.POSITIVE_INFINITY;
   /** Whether the client's protocol knows RunInfo's `worker` (1.3 and later); its closed schema would refuse it before. */
   private takesWorker = true;
   /** Whether the client's protocol knows `worker.workspaces` (1.5 and later); WorkerRef was closed before. */
@@ -425,8 +427,7 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber,
   }
 
   notifyRunEvent(event: RunEventParams): void {
-    if (event.event.kind === 'retry' && !this.takesRetryEvents) return;
-    if (event.event.kind === 'model-wait' && !this.takesWaitEvents) return;
+    if ((RUN_EVENT_SINCE_MINOR[event.event.kind] ?? 0) > this.clientMinor) return;
     // A reader that falls behind gets progress coalesced and bounded; lifecycle is never held back.
     const behind = this.writer.unsent >= this.ctx.maxPendingNotifications || this.writer.unsentBytes >= this.ctx.maxUnsentBytes / 8;
     if (behind || this.backlog.size > 0) {
@@ -595,8 +596,7 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber,
     }
     this.initialized = true;
     this.releasePreAuth();
-    this.takesRetryEvents = minorOf(version) >= 1;
-    this.takesWaitEvents = minorOf(version) >= 5;
+    this.clientMinor = minorOf(version);
     this.takesWorker = minorOf(version) >= 3;
     this.takesWorkspaces = minorOf(version) >= 5;
     this.startInReply = minorOf(version) >= 3;

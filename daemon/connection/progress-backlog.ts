@@ -8,7 +8,7 @@
 import type { RunEvent } from '../../protocol/index.js';
 
 const sizeOf = (event: RunEvent): number =>
-  event.kind === 'session' ? JSON.stringify(event.event).length : event.kind === 'retry' || event.kind === 'model-wait' ? JSON.stringify(event).length : event.text.length;
+  event.kind === 'session' ? JSON.stringify(event.event).length : !('text' in event) ? JSON.stringify(event).length : event.text.length;
 
 export class ProgressBacklog {
   private readonly runs = new Map<string, RunEvent[]>();

@@ -21,7 +21,7 @@ export class StreamBudget {
   /** The event to send in place of `event`: itself, the marker (once), or nothing. */
   admit(event: RunEvent): RunEvent | undefined {
     if (this.cut) return undefined;
-    const size = event.kind === 'session' ? sessionEventJson(event.event).length : event.kind === 'retry' || event.kind === 'model-wait' ? JSON.stringify(event).length : Buffer.byteLength(event.text, 'utf8');
+    const size = event.kind === 'session' ? sessionEventJson(event.event).length : !('text' in event) ? JSON.stringify(event).length : Buffer.byteLength(event.text, 'utf8');
     if (this.used + size <= this.capBytes) {
       this.used += size;
       return event;

@@ -233,6 +233,7 @@ export class SubagentService {
       host.tokenBudget = this.budgets.forRun(host.requester.lineage, owner.clientName);
     }
     this.table.starting.set(runId, { owner, abort });
+    const told = startProgressTeller(host, extras.progress);
     let run: DaemonRun;
     let lease: Lease | undefined;
     try {
@@ -242,13 +243,13 @@ export class SubagentService {
       lease =
         extras.parentRunId !== undefined
           ? await this.lineageSlots.borrow(extras.parentRunId, abort.signal)
-          : await this.ledger.admit(owner.id, provider.name, abort.signal, progress && ((position) => progress({ kind: 'queued', position })));
+          : await this.ledger.admit(owner.id, provider.name, abort.signal, told && ((position) => told({ kind: 'queued', position })));
       if (queuedAt !== undefined) observers?.admitted(runId, monotonicMs() - queuedAt);
-      progress?.({ kind: 'starting' });
+      told?.({ kind: 'starting' });
       run = await provider.start({
         ...toProviderRequest(params, depth, abort.signal, host),
         ...(extras.report && { report: extras.report }),
-        ...(progress && { progress }),
+        ...(told && { progress: told }),
         ...(traceparent !== undefined && { traceparent }),
       });
     } catch (error) {
@@ -609,3 +610,17 @@ function monotonicMs(): number {
 }
 
 const NO_LEASE: Lease = { release: () => undefined };
+
+/**
+ * Where a start stands, told twice: as the start's `$/progress` (when it gave a token) and as the
+ * run's own `queued`/`agent-starting` events (when it streams), which the host holds until the
+ * answer that names the run and then sends first, in order. Undefined when nobody listens.
+ */
+function startProgressTeller(host: OwnedRunHost, progress: StartExtras['progress']): StartExtras['progress'] {
+  if (!host.stream) return progress;
+  return (value) => {
+    progress?.(value);
+    if (value.kind === 'queued') host.emit({ kind: 'queued', position: value.position });
+    else if (value.kind === 'agent') host.emit({ kind: 'agent-starting', stage: value.stage });
+  };
+}

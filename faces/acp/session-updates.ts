@@ -6,7 +6,7 @@
  */
 import type * as acp from '@agentclientprotocol/sdk';
 import type { RunEvent, SessionEvent, SubagentResult } from '../../protocol/index.js';
-import { describeModelWait, describeRetry } from '../../common/progress-text.js';
+import { describeWait, isWaitEvent } from '../../common/progress-text.js';
 
 const TOOL_KINDS: Record<string, acp.ToolKind> = {
   read_file: 'read',
@@ -69,11 +69,11 @@ export function updatesForEvent(event: SessionEvent, replay: boolean): acp.Sessi
 export function updatesForRunEvent(event: RunEvent): acp.SessionUpdate[] {
   if (event.kind === 'text-delta') return [{ sessionUpdate: 'agent_message_chunk', content: text(event.text) }];
   if (event.kind === 'reasoning-delta') return [{ sessionUpdate: 'agent_thought_chunk', content: text(event.text) }];
-  // ACP has no update kind for a model retry or wait: a session info update carries it in `_meta`
-  // (with the one wording of common/progress-text.ts), which any client may take or ignore.
-  if (event.kind === 'retry' || event.kind === 'model-wait') {
-    const message = event.kind === 'retry' ? describeRetry(event) : describeModelWait(event);
-    return [{ sessionUpdate: 'session_info_update', updatedAt: new Date().toISOString(), _meta: { subagentd: { ...event, message } } }];
+  // ACP has no update kind for a model retry or wait, nor for the start's queue and agent stages: a
+  // session info update carries it in `_meta` (with the one wording of common/progress-text.ts),
+  // which any client may take or ignore.
+  if (isWaitEvent(event)) {
+    return [{ sessionUpdate: 'session_info_update', updatedAt: new Date().toISOString(), _meta: { subagentd: { ...event, message: describeWait(event) } } }];
   }
   return updatesForEvent(event.event, false);
 }

@@ -5,7 +5,7 @@
  * heartbeat keeps reporting while the run lives. `progress` only ever increases, as MCP requires.
  * Send failures are dropped: the call's own response reports what matters.
  */
-import { describeModelWait, describeRetry } from '../../common/progress-text.js';
+import { describeWait, isWaitEvent } from '../../common/progress-text.js';
 import type { RunEvent } from '../../protocol/index.js';
 
 export type ProgressSink = (progress: number, message: string) => Promise<void>;
@@ -17,8 +17,7 @@ export const DEFAULT_HEARTBEAT_MS = 15_000;
 export function describeEvent(event: RunEvent): string | undefined {
   if (event.kind === 'text-delta') return event.text.trim() ? event.text : undefined;
   if (event.kind === 'reasoning-delta') return undefined;
-  if (event.kind === 'retry') return describeRetry(event);
-  if (event.kind === 'model-wait') return describeModelWait(event);
+  if (isWaitEvent(event)) return describeWait(event);
   const e = event.event;
   if (e.type === 'assistant/message' && e.toolCalls?.length) return `calling ${e.toolCalls.map((c) => c.name).join(', ')}`;
   if (e.type === 'tool/result') return `${e.name} ${e.isError ? 'failed' : 'done'}`;
