@@ -4,8 +4,6 @@
  * model with the write tools on) edits a file, and the edit lands on the child's own branch. The
  * tool result names that branch and gives the diffstat; the parent's tree is byte-identical.
  */
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { RemoteSubagentService } from '../client/index.js';
