@@ -132,10 +132,11 @@ export async function daemonCommand(argv: string[]): Promise<number> {
           providers,
         );
   if (cluster) {
-    // One limit for the whole pool: an endpoint's maxConcurrent is held as leased permits in JetStream KV.
+    // One limit for the whole pool: maxConcurrent, requestsPerMinute and pauses held in JetStream KV (kv-shared-limit.ts).
     const { KvPermits } = await import('../daemon/upstream/kv-shared-limit.js');
     const permits = await KvPermits.open(cluster.link.js, `${settings.config.cluster?.prefix ?? 'subagentd'}_upstream`);
-    upstream.share((id, limits) => (limits.maxConcurrent !== undefined ? permits.limit(id, limits.maxConcurrent) : undefined));
+    // Every endpoint: a Retry-After pauses the pool even where no limit is configured.
+    upstream.share((id, limits) => permits.limit(id, limits));
   }
   const daemon = createDaemon({
     ...(delegation && { delegation }),

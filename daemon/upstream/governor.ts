@@ -19,7 +19,7 @@
  * - Waiters are served in fair order (fair-queue.ts: clients, then lineages). A wait ends early
  *   when its signal aborts (a cancel), rejecting with the signal's reason.
  * - In a cluster, a `shared` limit (shared-limit.ts) is asked too, so the pool as a whole keeps
- *   the endpoint's concurrency.
+ *   the endpoint's concurrency, request rate and pauses (kv-shared-limit.ts).
  */
 import { isoTime } from '../../common/iso-time.js';
 import { FairQueue } from './fair-queue.js';

@@ -1,5 +1,5 @@
 /**
- * The seam between an endpoint's governor and a limit shared by a pool of daemons (cluster mode):
+ * The seam between an endpoint's governor and the limits shared by a pool of daemons (cluster mode):
  * a permit the whole pool counts. A member's governor asks for one before each request it lets
  * through, and returns it with the request's outcome.
  */
