@@ -75,10 +75,10 @@ it("a 429 with Retry-After on one member pauses the endpoint for every member", 
 }, 120_000);
 
 it('requestsPerMinute holds for the pool: three members send 3 in the minute, the rest wait', async () => {
-  // Not across a minute's turn: the window is the calendar minute.
-  if (new Date().getSeconds() > 40) await new Promise((resolve) => setTimeout(resolve, (61 - new Date().getSeconds()) * 1000));
   server = await startChatCompletionsServer({ fallback: streamed });
   const services = await threeMembers({ requestsPerMinute: 3 });
+  // Not across a minute's turn (the window is the calendar minute): the members are up, the rest takes seconds.
+  if (new Date().getSeconds() > 30) await new Promise((resolve) => setTimeout(resolve, (61 - new Date().getSeconds()) * 1000));
   const minute = Math.floor(Date.now() / 60_000);
   const abort = new AbortController();
   const runs: RemoteSubagentRun[] = [];
