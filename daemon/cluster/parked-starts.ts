@@ -31,7 +31,7 @@ export function adoptedRecord(record: ClusterRun, memberId: string): ClusterRun 
 /** Drops the parked starts older than `windowMs` every `everyMs`; returns the stop. */
 export function sweepParked(records: RunRecords<ClusterRun>, windowMs: number, log: Logger, everyMs = Math.min(60_000, windowMs)): () => void {
   const timer = setInterval(() => {
-    const before = new Date(Date.now() - windowMs).toISOString();
+    const before = isoTime(Date.now() - windowMs);
     for (const { record, revision } of records.all()) {
       if (record.state !== 'queued' || record.parked === undefined || record.parked > before) continue;
       const message = `its front member ${record.ownerMember} died before answering, and no retry under its idempotency key came within ${windowMs} ms: it was never run`;
