@@ -154,6 +154,14 @@ export const COMMANDS: readonly CommandSpec[] = [
     run: async ({ positionals, settings }) => (await import('./worktrees-command.js')).worktreesCommand(settings(), positionals[0], positionals[1]),
   },
   {
+    name: 'cancel',
+    operands: 'RUN',
+    summary: 'cancel any live run and its descendants, as its owner would (an operator action)',
+    flags: { 'after-step': { type: 'boolean', help: 'let the current model step and its tool calls finish first' } },
+    run: async ({ values, positionals, settings }) =>
+      (await opsCommands()).cancelCommand(settings(), operand(positionals, 'cancel needs a run id', 'subagentd cancel RUN (see `subagentd runs`)'), values['after-step'] === true),
+  },
+  {
     name: 'gc',
     summary: 'apply run and session-log retention now (the daemon also does at start and daily)',
     run: async ({ settings }) => (await opsCommands()).gcCommand(settings()),

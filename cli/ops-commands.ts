@@ -183,6 +183,18 @@ export async function gcCommand(settings: CommonSettings): Promise<number> {
   }
 }
 
+/** The operator's cancel of any live run (`daemon/cancel`), descendants included. */
+export async function cancelCommand(settings: CommonSettings, runId: string, afterStep: boolean): Promise<number> {
+  const client = await openClient(settings, { autoStart: false });
+  try {
+    await client.ops.cancel({ runId, level: afterStep ? 'after-step' : 'now' });
+    print(settings.json ? JSON.stringify({ runId, cancelled: true }) : `cancelled ${runId}${afterStep ? ' (after its current step)' : ''}`);
+    return 0;
+  } finally {
+    await client.close();
+  }
+}
+
 export async function reloadCommand(settings: CommonSettings): Promise<number> {
   const client = await openClient(settings, { autoStart: false });
   try {

@@ -9,6 +9,7 @@ import {
   SessionLogRequest,
   RunsListRequest,
   ShutdownRequest,
+  OperatorCancelRequest,
   StatusRequest,
   UiRequest,
   type UiResult,
@@ -20,6 +21,7 @@ import {
   type RunsListResult,
   type RunInfo,
   type ShutdownParams,
+  type OperatorCancelParams,
   type StatusResult,
 } from '../protocol/index.js';
 import type { RpcChannel } from './rpc-channel.js';
@@ -81,6 +83,11 @@ export class DaemonOps {
   /** Any run's stored session log, whoever owns it (the operator's read; `inspect` is the owner's). */
   session(runId: string): Promise<SessionLogResult> {
     return this.channel.request(SessionLogRequest, { runId }, this.timeout);
+  }
+
+  /** Cancels any live run as its owner would, descendants included (the operator's `run/cancel`). */
+  async cancel(params: OperatorCancelParams): Promise<void> {
+    await this.channel.request(OperatorCancelRequest, params, this.timeout);
   }
 
   async shutdown(params: ShutdownParams = {}): Promise<void> {

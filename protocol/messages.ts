@@ -72,7 +72,7 @@ import { defineNotification, defineRequest, type ParamsOf, type ResultOf } from 
 export { type DaemonIdentity, type Isolation, type WorktreeCleanup, type ParentRef, type ProgressToken, type ProviderDescriptor, type RunInfo, type RunState, type WorkerRef } from './schemas.js';
 
 /** Semver of the wire. A different major is refused at `initialize`. */
-export const PROTOCOL_VERSION = '1.6.0';
+export const PROTOCOL_VERSION = '1.7.0';
 
 /** Default cap on one inbound frame's body; the header block has its own 8 KiB cap. */
 export const DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024;
@@ -485,6 +485,25 @@ export const ShutdownRequest = defineRequest(
 export type ShutdownParams = ParamsOf<typeof ShutdownRequest>;
 
 /**
+ * `subagentd cancel` (since 1.7): an operator's cancel of any live run, as its owner's `run/cancel`
+ * would do it (descendants included). The `daemon/*` methods are the operator's surface: whoever
+ * holds the daemon's token may already stop the whole daemon or read any run's session.
+ */
+export const OperatorCancelRequest = defineRequest(
+  'daemon/cancel',
+  obj(
+    {
+      runId,
+      /** As for `run/cancel`: `now` (the default) or `after-step`. */
+      level: interruptLevel,
+    },
+    ['runId'],
+  ),
+  empty,
+);
+export type OperatorCancelParams = ParamsOf<typeof OperatorCancelRequest>;
+
+/**
  * `subagentd ui` (since 1.4): the daemon serves its web view on loopback (started at the first
  * ask) and answers a URL carrying a fresh one-time token; see docs/observability.md.
  */
@@ -835,6 +854,7 @@ export const WIRE = {
       InspectRequest,
       StatusRequest,
       ShutdownRequest,
+      OperatorCancelRequest,
       UiRequest,
       GcRequest,
       SessionLogRequest,

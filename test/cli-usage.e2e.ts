@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CliSandbox, cleanEnv, daemonPidsFor, MAIN, REPO } from './support/cli-harness.js';
 
-const COMMANDS = ['run', 'daemon', 'start', 'stop', 'restart', 'reload', 'status', 'runs', 'inspect', 'logs', 'connect', 'mcp', 'acp', 'send', 'interrupt', 'children', 'gc', 'worktrees', 'ui', 'completion', 'help'];
+const COMMANDS = ['run', 'daemon', 'start', 'stop', 'restart', 'cancel', 'reload', 'status', 'runs', 'inspect', 'logs', 'connect', 'mcp', 'acp', 'send', 'interrupt', 'children', 'gc', 'worktrees', 'ui', 'completion', 'help'];
 
 describe('the CLI surface', () => {
   let box: CliSandbox;

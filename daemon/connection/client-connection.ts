@@ -44,6 +44,7 @@ import {
   RunsListRequest,
   SendMessageRequest,
   ShutdownRequest,
+  OperatorCancelRequest,
   StartNotification,
   StartProgressNotification,
   RUN_EVENT_SINCE_MINOR,
@@ -561,6 +562,11 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber,
     this.handle(UiRequest, () => {
       if (!this.ctx.openUi) throw new SubagentError('UNSUPPORTED_OPERATION', 'this daemon serves no web view (a stdio or embedded daemon)');
       return this.ctx.openUi();
+    });
+    this.handle(OperatorCancelRequest, async ({ runId, level }) => {
+      await service.cancelAsOperator(runId, level);
+      this.log.info({ runId, level: level ?? 'now', client: this.clientName }, 'run cancelled by an operator');
+      return {};
     });
     this.handle(ShutdownRequest, ({ drain, timeoutMs }) => {
       this.log.info({ drain, timeoutMs, client: this.clientName }, 'shutdown requested');

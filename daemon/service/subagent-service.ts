@@ -333,6 +333,13 @@ export class SubagentService {
     }
   }
 
+  /** An operator's cancel (`daemon/cancel`, the web view): done as the run's owner would. */
+  async cancelAsOperator(runId: string, level: InterruptLevel = 'now'): Promise<void> {
+    const owner = this.ownerOf(runId);
+    if (!owner) throw new SubagentError('UNKNOWN_RUN', `no live run ${runId}`);
+    await this.cancel(runId, owner, level);
+  }
+
   /** The connection a live run belongs to now (nested starts and waits act as it). */
   ownerOf(runId: string): RunOwner | undefined {
     return this.table.get(runId)?.owner;

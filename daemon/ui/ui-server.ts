@@ -9,8 +9,8 @@
  * run, drain the daemon) are POSTs that must also carry an `x-subagentd-ui` header.
  *
  * Authority: whoever opened the page held the daemon's socket token (they asked over the wire),
- * which lets any client drain the daemon (`daemon/shutdown`). Cancelling a run is done as that
- * run's owner would (run/cancel, with its descendants); the page cannot take a run over, read a
+ * and acts as the wire's operator methods do: drain (`daemon/shutdown`), cancel any run as its
+ * owner would (`daemon/cancel`, with its descendants). The page cannot take a run over, read a
  * token, or start anything.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -111,9 +111,8 @@ export async function startUi(daemon: UiDaemon, host = '127.0.0.1', port = 0): P
       const cancel = /^\/runs\/([A-Za-z0-9_-]{1,128})\/cancel$/.exec(url.pathname);
       if (cancel) {
         const runId = cancel[1]!;
-        const owner = daemon.service.ownerOf(runId);
-        if (!owner) return plain(response, 404, `no live run ${runId}`);
-        await daemon.service.cancel(runId, owner, 'now');
+        if (!daemon.service.ownerOf(runId)) return plain(response, 404, `no live run ${runId}`);
+        await daemon.service.cancelAsOperator(runId);
         daemon.log.info({ runId }, 'run cancelled from the web view');
         return plain(response, 200, 'cancelled');
       }

@@ -45,6 +45,7 @@ export const EXAMPLES: Record<string, Record<string, unknown>> = {
   'daemon/status': {},
   'daemon/session': { runId: 'run_fuzz' },
   'daemon/shutdown': { drain: 'not a boolean' },
+  'daemon/cancel': { runId: 'run_fuzz', level: 'now' },
   'child/start': { ownerKey: 'fuzz-owner-key-0123456789', provider: 'echo', prompt: [text], parent: { sessionId: 'fuzz', cwd: '/tmp' } },
   'child/send': { ownerKey: 'fuzz-owner-key-0123456789', childId: 'child-fuzz', from: 'fuzz', message: [text] },
   'child/interrupt': { ownerKey: 'fuzz-owner-key-0123456789', childId: 'child-fuzz', by: 'fuzz', level: 'now' },
