@@ -29,7 +29,7 @@ import {
   type WorktreeIsolationRequest,
 } from '../protocol/index.js';
 import { toParentRef } from './parent-ref.js';
-import { commonStartFields } from './start-fields.js';
+import { commonStartFields, continuationTrace } from './start-fields.js';
 import type { RpcChannel } from './rpc-channel.js';
 import type { ClientLogger, ParentInput } from './types.js';
 
@@ -49,6 +49,8 @@ export interface RemoteChildrenContext {
   readonly channel: () => RpcChannel;
   readonly describe: (provider: string) => ProviderDescriptor | undefined;
   readonly ownerKey: string;
+  /** The daemon's protocol version, from its latest `initialize` answer. */
+  readonly protocolVersion: () => string;
   readonly requestTimeoutMs: number | undefined;
   readonly startTimeoutMs: number | undefined;
   readonly logger: ClientLogger;
@@ -85,10 +87,11 @@ export class RemoteChildren implements ContinuableChildren<ChildStartRequest, Ch
     }
   }
 
-  sendMessage(childId: string, message: ContentBlock[], from: ChildActor): Promise<{ messageId: string }> {
+  /** `options.traceparent`: the caller's trace context, which the turn it wakes continues (default: the active span's). */
+  sendMessage(childId: string, message: ContentBlock[], from: ChildActor, options: { readonly traceparent?: string } = {}): Promise<{ messageId: string }> {
     return this.ctx.channel().request(
       ChildSendRequest,
-      { ownerKey: this.ctx.ownerKey, childId, from: sessionOf(from), message },
+      { ownerKey: this.ctx.ownerKey, childId, from: sessionOf(from), message, ...continuationTrace(options.traceparent, this.ctx.protocolVersion()) },
       // A cold resume restores the child before the message is accepted: a start-like wait.
       timeout(this.ctx.startTimeoutMs),
     );

@@ -38,11 +38,11 @@ import { EventHub } from './event-hub.js';
 import { isHandedOver } from './wire-errors.js';
 import { RemoteChildren } from './remote-children.js';
 import { LocalProviders } from './local-providers.js';
-import { startParams, toolMap } from './start-fields.js';
+import { continuationTrace, startParams, toolMap } from './start-fields.js';
 import { ProviderDirectory } from './provider-directory.js';
 import { DaemonOps } from './daemon-ops.js';
 import type { RpcChannel } from './rpc-channel.js';
-import { createRunHandle, type RunControls } from './run-handle.js';
+import { createRunHandle, type ResumeOptions, type RunControls } from './run-handle.js';
 import { RunRecord } from './run-record.js';
 import { RunTable } from './run-table.js';
 import { serveDaemonRequests } from './daemon-requests.js';
@@ -107,7 +107,7 @@ export class RemoteSubagentService {
   private readonly controls: RunControls = {
     dispose: (record) => this.disposeRun(record),
     sendMessage: (record, content) => this.sendMessage(record, content),
-    resume: (record, content, signal) => this.resumeRun(record, content, signal),
+    resume: (record, content, options) => this.resumeRun(record, content, options),
     wait: (record) => this.waitRun(record),
     mayRetryDispose: (error) => this.connection.mayRecover(error),
   };
@@ -175,6 +175,7 @@ export class RemoteSubagentService {
       channel: () => this.channel,
       describe: (name) => this.directory.get(name),
       ownerKey,
+      protocolVersion: () => this.daemonProtocol,
       requestTimeoutMs: this.options.requestTimeoutMs,
       startTimeoutMs: this.options.startTimeoutMs,
       logger: this.logger,
@@ -247,11 +248,7 @@ export class RemoteSubagentService {
 
   /** Re-read the daemon's providers (`providers/list`), announcing what changed. */
   async refreshProviders(): Promise<ProviderDescriptor[]> {
-    const answer = await this.channel.request(
-      ProvidersListRequest,
-      {},
-      timeout(this.options.requestTimeoutMs),
-    );
+    const answer = await this.channel.request(ProvidersListRequest, {}, timeout(this.options.requestTimeoutMs));
     this.directory.replace(answer.providers);
     return answer.providers;
   }
@@ -396,10 +393,10 @@ export class RemoteSubagentService {
       .catch((error: unknown) => this.logger.error(`sendMessage to run ${record.runId} failed`, error));
   }
 
-  private async resumeRun(record: RunRecord, content: ContentBlock[], signal?: AbortSignal): Promise<RemoteSubagentRun> {
-    // The continuation keeps the run's runtime, tools and progress handler; its signal is its own.
-    const params = { runId: record.runId, prompt: content, ...(record.onEvent ? { stream: true } : {}) };
-    return this.openRun(record.runtime, signal, record.tools, record.onEvent, (token) =>
+  private async resumeRun(record: RunRecord, content: ContentBlock[], options: ResumeOptions = {}): Promise<RemoteSubagentRun> {
+    // The continuation keeps the run's runtime, tools and progress handler; its signal and trace are its own.
+    const params = { runId: record.runId, prompt: content, ...(record.onEvent ? { stream: true } : {}), ...continuationTrace(options.traceparent, this.daemonProtocol) };
+    return this.openRun(record.runtime, options.signal, record.tools, record.onEvent, (token) =>
       this.channel.request(ResumeRequest, params, {
         token,
         ...timeout(this.options.startTimeoutMs),

@@ -4,13 +4,15 @@
  */
 import type { ContentBlock, StartResult, SubagentResult } from '../protocol/index.js';
 import type { RunRecord } from './run-record.js';
-import type { RemoteSubagentRun } from './types.js';
+import type { RemoteSubagentRun, ResumeOptions } from './types.js';
+
+export type { ResumeOptions } from './types.js';
 
 /** What a handle asks of the service; each takes the run's record. */
 export interface RunControls {
   dispose(record: RunRecord): Promise<void>;
   sendMessage(record: RunRecord, content: ContentBlock[]): void;
-  resume(record: RunRecord, content: ContentBlock[], signal?: AbortSignal): Promise<RemoteSubagentRun>;
+  resume(record: RunRecord, content: ContentBlock[], options?: ResumeOptions): Promise<RemoteSubagentRun>;
   wait(record: RunRecord): Promise<SubagentResult>;
   /**
    * Whether a failed dispose may be sent again (it never reached a daemon the service is
@@ -39,7 +41,7 @@ export function createRunHandle(record: RunRecord, started: StartResult, control
     wait: () => controls.wait(record),
     ...(runtime.sendMessage ? { sendMessage: (content: ContentBlock[]) => controls.sendMessage(record, content) } : {}),
     ...(runtime.resume
-      ? { resume: (content: ContentBlock[], options?: { readonly signal?: AbortSignal }) => controls.resume(record, content, options?.signal) }
+      ? { resume: (content: ContentBlock[], options?: ResumeOptions) => controls.resume(record, content, options) }
       : {}),
   });
 }

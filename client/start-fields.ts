@@ -1,9 +1,10 @@
 /**
  * The fields a start sends, whether of a one-shot run (`subagent/start`) or of a continuable child
  * (`child/start`): each copied only when present, the parent as a wire reference, and the one
- * depth check the daemon cannot make itself. One home, so the two starts never drift apart.
+ * depth check the daemon cannot make itself. One home, so the two starts never drift apart; and
+ * the trace context a continuation (`run/resume`, `child/send`) sends, as a start does.
  */
-import { SubagentError, depthProblem, type ClientToolDeclaration, type ParentRef, type ProviderDescriptor, type StartParams } from '../protocol/index.js';
+import { SubagentError, depthProblem, minorOf, type ClientToolDeclaration, type ParentRef, type ProviderDescriptor, type StartParams } from '../protocol/index.js';
 import { toParentRef } from './parent-ref.js';
 import { activeTraceparent } from './trace-context.js';
 import { idempotencyKeyFor } from './start-retry.js';
@@ -95,6 +96,16 @@ export function startParams(
   // A retried start (start-retry.ts) goes out with the same params, so under the same key.
   params.idempotencyKey = idempotencyKeyFor(request.idempotencyKey);
   return params;
+}
+
+/**
+ * The `traceparent` field of a continuation: the caller's, else the active span's, as on a start.
+ * None to a daemon before 1.7: its closed schema would refuse the field.
+ */
+export function continuationTrace(explicit: string | undefined, daemonProtocol: string): { traceparent?: string } {
+  if (minorOf(daemonProtocol) < 7) return {};
+  const traceparent = explicit ?? activeTraceparent();
+  return traceparent === undefined ? {} : { traceparent };
 }
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };

@@ -1,8 +1,8 @@
 /**
- * The W3C `traceparent` a start sends (protocol: `traceparent` on `subagent/start` and
- * `child/start`): the caller's explicit one, else the active OpenTelemetry span's, if the process
- * runs an OpenTelemetry SDK. The API is loaded only when one registered its globals, so a client
- * without tracing pays one property read.
+ * The W3C `traceparent` a start or a continuation sends (protocol: `traceparent` on
+ * `subagent/start`, `child/start`, `run/resume` and `child/send`): the caller's explicit one, else
+ * the active OpenTelemetry span's, if the process runs an OpenTelemetry SDK. The API is loaded only
+ * when one registered its globals, so a client without tracing pays one property read.
  */
 import { createRequire } from 'node:module';
 
@@ -32,3 +32,4 @@ export function metaTraceparent(meta: Readonly<Record<string, unknown>> | null |
   const value = meta?.['traceparent'];
   return typeof value === 'string' && TRACEPARENT.test(value) ? value : undefined;
 }
+

@@ -92,8 +92,16 @@ export interface RemoteSubagentRun extends SubagentRun<never> {
   readonly provider: string;
   /** Ask the daemon for the run's result (`run/wait`); for callers that lost the notification. */
   wait(): Promise<SubagentResult>;
-  /** The seam's `resume`; `signal` cancels the continuation (before readiness, and the run after). */
-  resume?(content: ContentBlock[], options?: { readonly signal?: AbortSignal }): Promise<RemoteSubagentRun>;
+  /**
+   * The seam's `resume`; `signal` cancels the continuation (before readiness, and the run after);
+   * `traceparent` as on a start (default: the active OpenTelemetry span's).
+   */
+  resume?(content: ContentBlock[], options?: ResumeOptions): Promise<RemoteSubagentRun>;
+}
+
+export interface ResumeOptions {
+  readonly signal?: AbortSignal;
+  readonly traceparent?: string;
 }
 
 /** A provider registered in this process; trusted, and started without a round trip. */

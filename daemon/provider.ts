@@ -92,13 +92,19 @@ export interface ProviderStartRequest extends SubagentStartRequestBase {
 
 export type IsolationRequest = WorktreeIsolationRequest;
 
+export interface DaemonResumeOptions {
+  readonly signal?: AbortSignal;
+  /** The resume's caller's W3C trace context: a cluster continuation carries it to the member that executes it. */
+  readonly traceparent?: string;
+}
+
 /**
  * A run as the daemon holds it: the seam's run, whose `resume` also takes the continuation's own
  * cancellation signal (the start's signal is spent once a run was cancelled), and whose
  * `sendMessage` may confirm delivery asynchronously.
  */
 export interface DaemonRun extends Omit<SubagentRun, 'resume' | 'sendMessage'> {
-  resume?(content: ContentBlock[], options?: { signal?: AbortSignal }): Promise<DaemonRun>;
+  resume?(content: ContentBlock[], options?: DaemonResumeOptions): Promise<DaemonRun>;
   /** As the seam's; a run executing elsewhere (cluster) confirms delivery when its promise settles. */
   sendMessage?(content: ContentBlock[]): void | Promise<void>;
   /** Optional: stop at a step boundary (`after-step`); without it every interrupt is `now`. */

@@ -231,7 +231,20 @@ export const WaitRequest = defineRequest('run/wait', runParams, result);
 export const SendMessageRequest = defineRequest('run/sendMessage', obj({ runId, content }, ['runId', 'content']), empty);
 export type SendMessageParams = ParamsOf<typeof SendMessageRequest>;
 
-export const ResumeRequest = defineRequest('run/resume', obj({ runId, prompt: content, stream: bool }, ['runId', 'prompt']), startResult);
+export const ResumeRequest = defineRequest(
+  'run/resume',
+  obj(
+    {
+      runId,
+      prompt: content,
+      stream: bool,
+      /** The caller's W3C trace context: the continuation's spans continue its trace (since 1.7). */
+      traceparent,
+    },
+    ['runId', 'prompt'],
+  ),
+  startResult,
+);
 export type ResumeParams = ParamsOf<typeof ResumeRequest>;
 
 /** Filters and paging of `runs/list`. Runs come newest first; without `limit`, all of them. */
@@ -587,6 +600,8 @@ export const ChildSendRequest = defineRequest(
       /** The sender's session id: it must be the child's direct parent. */
       from: nonEmpty(256),
       message: content,
+      /** The caller's W3C trace context: the turn this message runs continues its trace (since 1.7). */
+      traceparent,
     },
     ['ownerKey', 'childId', 'from', 'message'],
   ),

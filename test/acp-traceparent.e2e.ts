@@ -1,8 +1,9 @@
 /**
  * The ACP face carries its editor's trace context: a `session/prompt` with `_meta.traceparent`
  * starts a run whose `invoke_agent` span (exported by the auto-started daemon, tracing on through
- * the standard OTEL_* variables) is a child of the editor's span. A malformed one is ignored: the
- * prompt still answers, and its run starts a trace of its own.
+ * the standard OTEL_* variables) is a child of the editor's span; the session's next prompt (a
+ * resume of its child) continues that prompt's own span. A malformed one is ignored: the prompt
+ * still answers, and its run starts a trace of its own.
  */
 import * as acp from '@agentclientprotocol/sdk';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -26,7 +27,7 @@ afterAll(async () => {
 });
 
 it('a session/prompt with _meta.traceparent continues the editor trace in the daemon', { timeout: HEAVY_TEST_MS }, async () => {
-  const script = box.file('steps.json', { steps: [{ text: 'traced answer', finish: 'stop' }] });
+  const script = box.file('steps.json', { steps: [{ text: 'traced answer', finish: 'stop' }, { text: 'resumed answer', finish: 'stop' }] });
   face = openAcpFace(box, ['--model', `scripted:${script}`], { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' });
   await face.agent.request(acp.methods.agent.initialize, { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} });
   const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
@@ -38,6 +39,13 @@ it('a session/prompt with _meta.traceparent continues the editor trace in the da
     _meta: { traceparent: `00-${traceId}-${editorSpan}-01` },
   });
   expect(answer.stopReason).toBe('end_turn');
+  const nextSpan = '1111111111111111';
+  const resumed = await face.agent.request(acp.methods.agent.session.prompt, {
+    sessionId: traced.sessionId,
+    prompt: [{ type: 'text', text: 'Again.' }],
+    _meta: { traceparent: `00-${traceId}-${nextSpan}-01` },
+  });
+  expect(resumed.stopReason).toBe('end_turn');
   const untraced = await face.agent.request(acp.methods.agent.session.new, { cwd: box.work, mcpServers: [] });
   const second = await face.agent.request(acp.methods.agent.session.prompt, {
     sessionId: untraced.sessionId,
@@ -47,9 +55,10 @@ it('a session/prompt with _meta.traceparent continues the editor trace in the da
   expect(second.stopReason).toBe('end_turn');
 
   const runs = () => receiver.spans.filter((s) => s.name.startsWith('invoke_agent'));
-  await waitFor(() => runs().length >= 2, 15_000, () => `two invoke_agent spans; got ${receiver.spans.map((s) => s.name).join(', ')}`);
+  await waitFor(() => runs().length >= 3, 15_000, () => `three invoke_agent spans; got ${receiver.spans.map((s) => s.name).join(', ')}`);
   const continued = runs().filter((s) => s.traceId === traceId);
-  expect(continued.map((s) => s.parentSpanId)).toEqual([editorSpan]);
+  expect(continued.map((s) => s.parentSpanId).sort()).toEqual([editorSpan, nextSpan].sort());
+  expect(continued.find((s) => s.parentSpanId === nextSpan)!.attributes['subagentd.resumed_from']).toBe(continued.find((s) => s.parentSpanId === editorSpan)!.attributes['subagentd.run_id']);
   const fresh = runs().filter((s) => s.traceId !== traceId);
   expect(fresh.map((s) => s.parentSpanId)).toEqual(['']);
 });

@@ -41,7 +41,7 @@
  */
 import { isoTime } from '../../common/iso-time.js';
 import { SubagentError, type ContentBlock, type SubagentResult } from '../../protocol/index.js';
-import type { DaemonProvider, DaemonRun, ProviderStartRequest, RestoreContext, RunHost } from '../provider.js';
+import type { DaemonProvider, DaemonResumeOptions, DaemonRun, ProviderStartRequest, RestoreContext, RunHost } from '../provider.js';
 import { movedAway, ownerMovedFrom, sessionKeyOf, type ClusterRun, type QueuedStart } from './cluster-run.js';
 import { claimChild } from './child-fence.js';
 import { adoptedRecord } from './parked-starts.js';
@@ -251,7 +251,7 @@ async function launch(
 function continuation(from: () => ClusterRun | undefined, host: RunHost, report: ReportSink | undefined, front: FrontContext, kind: ChainKind) {
   // Set from the first check until the continuation settles: a second resume meanwhile is refused.
   let busy = false;
-  return async (content: ContentBlock[], options: { signal?: AbortSignal } = {}): Promise<ClusterDaemonRun> => {
+  return async (content: ContentBlock[], options: DaemonResumeOptions = {}): Promise<ClusterDaemonRun> => {
     front.link.assertOnline();
     const previous = from();
     if (!previous || previous.childId === undefined) throw new SubagentError('RUN_STATE', 'the run is still running; only a settled run can be resumed');
@@ -262,7 +262,7 @@ function continuation(from: () => ClusterRun | undefined, host: RunHost, report:
     busy = true;
     let run: ClusterDaemonRun;
     try {
-      run = await queueContinuation(previous, previous.childId, content, host, options.signal, report, front, kind);
+      run = await queueContinuation(previous, previous.childId, content, host, options, report, front, kind);
     } catch (error) {
       busy = false;
       throw error;
@@ -277,7 +277,7 @@ async function queueContinuation(
   childId: string,
   content: ContentBlock[],
   host: RunHost,
-  signal: AbortSignal | undefined,
+  { signal, traceparent }: DaemonResumeOptions,
   report: ReportSink | undefined,
   front: FrontContext,
   kind: ChainKind,
@@ -288,7 +288,7 @@ async function queueContinuation(
   if (pin !== undefined) {
     await ask(front, previous.runId, { op: 'hold' }, (runId, who, reason) => holderGone(childId, runId, who, reason));
   }
-  // A resume carries no trace context of its own: it does not continue the first start's trace.
+  // The continuation's trace is its resume's caller's, never the first start's: the executing member continues it.
   const { traceparent: _firstStart, ...earlier } = previous.request;
   const next: ClusterRun = {
     runId: host.runId,
@@ -297,7 +297,7 @@ async function queueContinuation(
     provider: previous.provider,
     state: 'queued',
     queuedAt: isoTime(),
-    request: { ...earlier, prompt: content },
+    request: { ...earlier, prompt: content, ...(traceparent !== undefined && { traceparent }) },
     attempt: 0,
     resumes: { runId: previous.runId, childId },
     session: sessionKeyOf(previous),

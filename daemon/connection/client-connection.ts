@@ -542,7 +542,9 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber,
     this.handle(CancelRequest, async ({ runId, level }) => (await service.cancel(runId, this, level), {}));
     this.handle(DisposeRequest, async ({ runId }) => (await service.dispose(runId, this), {}), true, 'direct');
     this.handle(SendMessageRequest, async ({ runId, content }) => (await service.sendMessage(runId, this, content), {}));
-    this.handle(ResumeRequest, ({ runId, prompt, stream }) => service.resume(runId, this, prompt, stream === true, undefined, this));
+    this.handle(ResumeRequest, ({ runId, prompt, stream, traceparent }) =>
+      service.resume(runId, this, prompt, stream === true, { answer: this, ...(traceparent !== undefined && { traceparent }) }),
+    );
     this.handle(WaitRequest, ({ runId }) => service.wait(runId, this));
     this.handle(AttachRequest, async ({ runId, runToken, stream }) => this.fitRun(await service.attach(runId, runToken, this, stream)));
     this.handle(RunsListRequest, async (params) => {
@@ -553,7 +555,7 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber,
     this.handle(StatusRequest, () => this.ctx.status());
     const children = this.ctx.children;
     this.handle(ChildStartRequest, (params, signal) => children.start(params, this, signal));
-    this.handle(ChildSendRequest, (p) => children.send(p.ownerKey, p.childId, p.from, p.message, this));
+    this.handle(ChildSendRequest, (p) => children.send(p.ownerKey, p.childId, p.from, p.message, this, p.traceparent));
     this.handle(ChildInterruptRequest, (p) => (children.interrupt(p.ownerKey, p.childId, p.by, p.level ?? 'now', this), {}));
     this.handle(ChildListRequest, (p) => children.list(p.ownerKey, p.of, p.scope ?? 'children', this));
     this.handle(ChildAttachRequest, (p) => ({ delivered: children.attach(p.ownerKey, this) }));

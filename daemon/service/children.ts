@@ -129,12 +129,12 @@ export class ContinuableChildren {
     return { childId: started.id, messageId };
   }
 
-  async send(ownerKey: string, childId: string, from: string, message: ContentBlock[], subscriber: ChildSubscriber): Promise<ChildMessageResult> {
+  async send(ownerKey: string, childId: string, from: string, message: ContentBlock[], subscriber: ChildSubscriber, traceparent?: string): Promise<ChildMessageResult> {
     const ownerHash = this.attachSubscriber(ownerKey, subscriber);
     const record = this.index.get(childId);
     if (!record) throw new SubagentError('NOT_RESUMABLE', `no child ${childId} is recorded: it cannot be resumed`, { field: '/childId' });
     checkSender(record, ownerHash, from);
-    const queued = { messageId: mintMessageId(), content: structuredClone(message) };
+    const queued: QueuedMessage = { messageId: mintMessageId(), content: structuredClone(message), ...(traceparent !== undefined && { traceparent }) };
     if (record.status === 'running') {
       this.index.update(childId, { inbox: [...record.inbox, queued] });
       return { childId, messageId: queued.messageId };
@@ -231,7 +231,10 @@ export class ContinuableChildren {
     try {
       // After a restart the run is known only from the index: its token takes it back.
       await this.service.attach(record.runId, record.runToken, owner);
-      started = await this.service.resume(record.runId, owner, content, false, this.reportSink);
+      started = await this.service.resume(record.runId, owner, content, false, {
+        report: this.reportSink,
+        ...(message.traceparent !== undefined && { traceparent: message.traceparent }),
+      });
     } catch (error) {
       this.index.update(record.childId, { status: 'idle' });
       throw notResumable(record, error);

@@ -75,6 +75,9 @@ export interface StartExtras {
   readonly traceparent?: string;
 }
 
+/** What a resume may carry besides its prompt: as StartExtras, for a continuation. */
+export type ResumeExtras = Pick<StartExtras, 'report' | 'answer' | 'traceparent'>;
+
 export interface SubagentServiceOptions {
   /** Where runs are recorded and admitted (store/run-ledger.ts). */
   readonly ledger: RunLedger;
@@ -359,9 +362,11 @@ export class SubagentService {
 
   /**
    * Continue a settled child with `prompt` as a new run of it. `report`: a continuable child's
-   * report sink, for a child that must first be restored (children.ts); `answer` as for start.
+   * report sink, for a child that must first be restored (children.ts); `answer` as for start;
+   * `traceparent`: the caller's trace context, which the continuation's spans continue.
    */
-  async resume(runId: string, owner: RunOwner, prompt: ContentBlock[], stream: boolean, report?: StartExtras['report'], answer?: StartAnswer): Promise<StartResult> {
+  async resume(runId: string, owner: RunOwner, prompt: ContentBlock[], stream: boolean, extras: ResumeExtras = {}): Promise<StartResult> {
+    const { report, answer, traceparent } = extras;
     const record = await this.table.owned(runId, owner, this.ledger);
     if (!record.run) await this.recovery.restore(record, owner, stream, report);
     if (!record.run) throw new SubagentError('RUN_STATE', `run ${runId} has no live child`);
@@ -389,10 +394,11 @@ export class SubagentService {
       resumedFrom: record.runId,
       ...(record.parentRunId !== undefined && { parentRunId: record.parentRunId }),
       ...(owner.clientName !== undefined && { client: owner.clientName }),
+      ...(traceparent !== undefined && { traceparent }),
     });
     let next: DaemonRun;
     try {
-      next = await resume.call(record.run, prompt, { signal: abort.signal });
+      next = await resume.call(record.run, prompt, { signal: abort.signal, ...(traceparent !== undefined && { traceparent }) });
     } catch (error) {
       lease.release();
       observers?.startFailed(host.runId, error instanceof SubagentError ? error.code : 'START_FAILED');

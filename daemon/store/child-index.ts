@@ -15,6 +15,8 @@ import type { ChildSettledNotice, ChildStatus, ContentBlock } from '../../protoc
 export interface QueuedMessage {
   readonly messageId: string;
   readonly content: ContentBlock[];
+  /** Its sender's W3C trace context: the turn it becomes continues that trace. */
+  readonly traceparent?: string;
 }
 
 export interface ChildRecord {

@@ -11,7 +11,7 @@
  * The git machinery loads at the first isolated start: a daemon that never isolates never pays.
  */
 import { boundDiagnostic, SubagentError, type ContentBlock, type Isolation, type SubagentResult } from '../../protocol/index.js';
-import type { DaemonProvider, DaemonRun, ProviderStartRequest, RestoreContext, RunHost } from '../provider.js';
+import type { DaemonProvider, DaemonResumeOptions, DaemonRun, ProviderStartRequest, RestoreContext, RunHost } from '../provider.js';
 import type { WorktreeManager, WorktreeSettings } from './worktree-manager.js';
 import type { WorktreeRecord } from './worktree-records.js';
 
@@ -126,7 +126,7 @@ export class WorktreeIsolation {
       ...(run.sendMessage && { sendMessage: (content: ContentBlock[]) => run.sendMessage!(content) }),
       ...(run.interrupt && { interrupt: (level) => run.interrupt!(level) }),
       ...(run.resume && {
-        resume: async (content: ContentBlock[], options?: { signal?: AbortSignal }) => {
+        resume: async (content: ContentBlock[], options?: DaemonResumeOptions) => {
           const next = await run.resume!(content, options);
           // The service re-armed the chain's host with the continuation's run id before this call.
           manager.turnStarted(chain.name, host.runId);

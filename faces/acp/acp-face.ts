@@ -94,8 +94,8 @@ export function createAcpFace(options: AcpFaceOptions): AcpFace {
     signal: AbortSignal,
     traceparent: string | undefined,
   ): Promise<RemoteSubagentRun> => {
-    // A resume carries no trace context on the wire: only a session's first prompt continues the editor's trace.
-    if (live.run?.resume) return live.run.resume(prompt, { signal });
+    // Each prompt continues the editor's trace: the first starts the session's child, a later one resumes it.
+    if (live.run?.resume) return live.run.resume(prompt, { signal, ...(traceparent !== undefined && { traceparent }) });
     if (live.run) throw acp.RequestError.invalidRequest(undefined, `provider '${live.stored.provider}' cannot continue a child`);
     const start = (tools: ClientTool[]) =>
       service.start(live.stored.provider, {

@@ -84,7 +84,7 @@ function callerChildren(children: RemoteChildren): ContinuableChildren<ToolStart
   return {
     start: (provider, request) =>
       children.start(provider, { ...request, parent: request.parent.ref, ...(request.parent.traceparent !== undefined && { traceparent: request.parent.traceparent }) }),
-    sendMessage: (childId, message, from) => children.sendMessage(childId, message, from.ref),
+    sendMessage: (childId, message, from) => children.sendMessage(childId, message, from.ref, from.traceparent !== undefined ? { traceparent: from.traceparent } : {}),
     interrupt: (childId, by, level) => children.interrupt(childId, by.ref, level),
     list: (of, scope) => children.list(of.ref, scope),
     onSettled: (listener) => children.onSettled(listener),
