@@ -164,13 +164,21 @@ export async function daemonCommand(argv: string[]): Promise<number> {
       ...(settings.config.worktrees?.commit !== undefined && { commit: settings.config.worktrees.commit }),
       ...(settings.config.worktrees?.cleanup !== undefined && { cleanup: settings.config.worktrees.cleanup }),
       ...(settings.config.worktrees?.providers !== undefined && { defaults: settings.config.worktrees.providers }),
-      // Until a start can be sent to a member that has the repository (cluster workspace affinity).
-      ...(cluster && { refusal: 'isolation "worktree" is not available in cluster mode yet: a member may not have the repository of the parent\'s cwd' }),
+      // In a cluster the worktree is made by the member that executes the run (isolateWith below).
+      ...(cluster && { carried: true }),
     },
     ...(shellLauncher && { shell: shellLauncher.mode }),
     upstream,
     ...(budgets && { budgets }),
   });
+  if (cluster) {
+    cluster.isolateWith(daemon.worktrees.isolate);
+    // Worktrees this member's previous life made for the pool's runs have nobody to continue them now.
+    void daemon.worktrees
+      .orphanPoolWorktrees(cluster.worker.id)
+      .then((names) => names.length > 0 && log.warn({ worktrees: names }, 'worktrees of pool runs a previous life of this member executed are orphaned: `subagentd worktrees prune` removes them'))
+      .catch((error: unknown) => log.warn({ err: error }, 'could not read the worktree records'));
+  }
   // In a cluster the ACP providers (configured or reloaded) join the pool like the others.
   reloadable.attach(daemon.service.registry, cluster && ((provider) => cluster.adopt(provider)));
   cluster?.stopsWith(() => daemon.service.isShuttingDown);

@@ -130,6 +130,8 @@ export const DEFAULT_POLL_SPIN_MICROS = 250;
 
 export interface Daemon {
   readonly service: SubagentService;
+  /** Worktree isolation (daemon/worktrees/): a cluster member's executing side wraps its real providers with `isolate`. */
+  readonly worktrees: WorktreeIsolation;
   readonly children: ContinuableChildren;
   readonly identity: DaemonIdentity;
   readonly log: Logger;
@@ -378,6 +380,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
 
   const daemon: Daemon = {
     service,
+    worktrees: isolation,
     children,
     identity,
     log,

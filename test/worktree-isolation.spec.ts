@@ -1,11 +1,10 @@
 /**
  * The isolation wrapper's refusals, which come before any provider or git work: cluster mode
- * refuses a worktree start, isolation fields without `worktree` are refused, a start without
+ * passes the mode on to the executing member, isolation fields without `worktree` are refused, a start without
  * isolation reaches the provider untouched; and the branch-name slug of a label.
  */
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { SubagentError } from '../protocol/index.js';
 import type { DaemonProvider, ProviderStartRequest, RunHost } from '../daemon/provider.js';
 import { WorktreeIsolation } from '../daemon/worktrees/isolating-provider.js';
 import { slug } from '../daemon/worktrees/worktree-manager.js';
@@ -44,13 +43,21 @@ const request = (extra: Partial<ProviderStartRequest> = {}): ProviderStartReques
 });
 
 describe('worktree isolation wrapper', () => {
-  it('refuses a worktree start in cluster mode, naming why, before the provider or git is touched', async () => {
+  it('in cluster mode passes the settled mode on to the stand-in (the executing member builds the worktree), git untouched; the executing side adds no defaults of its own', async () => {
     const { provider, seen } = recordingProvider();
-    const isolation = new WorktreeIsolation({ stateWorktrees: '/nonexistent', refusal: 'isolation "worktree" is not available in cluster mode yet', shuttingDown: () => false });
-    const error = await isolation.decorate(provider).start(request({ isolation: { isolation: 'worktree' } })).catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(SubagentError);
-    expect(error).toMatchObject({ code: 'UNSUPPORTED_OPERATION', message: expect.stringContaining('cluster mode') });
-    expect(seen).toEqual([]);
+    const options = { stateWorktrees: '/nonexistent', carried: true, defaults: { inner: 'worktree' as const }, shuttingDown: () => false };
+    const isolation = new WorktreeIsolation(options);
+    await isolation.decorate(provider).start(request({ isolation: { baseRef: 'main' } }));
+    await isolation.decorate(provider).start(request());
+    expect(seen.map((r) => [r.parent.cwd, r.isolation])).toEqual([
+      ['/nowhere/in/particular', { isolation: 'worktree', baseRef: 'main' }],
+      ['/nowhere/in/particular', { isolation: 'worktree' }],
+    ]);
+    // The member executing a run without `isolation` runs it as it is, whatever its own defaults.
+    const executing = isolation.isolate(provider, { member: 'm1', keeps: () => false });
+    await executing.start(request());
+    expect(seen[2]!.parent.cwd).toBe('/nowhere/in/particular');
+    expect('isolation' in seen[2]!).toBe(false);
   });
 
   it('refuses baseRef, includeUncommitted or cleanup without worktree isolation', async () => {

@@ -13,7 +13,8 @@
  * - `resume` when the real provider resumes: a continuation is a run of its own, queued and
  *   admitted like a start (same queue, same cap, claimed by compare-and-set). A member that
  *   can restore the child (in-process) may take it anywhere, from the mirrored session; a child
- *   that lives in an agent process (ACP) is pinned to the member holding that process.
+ *   that lives in an agent process (ACP), or works in a git worktree (made on the member that
+ *   executed its first run, from that member's checkout), is pinned to the member holding it.
  * - `restore` when the real provider restores: a run only the record knows (a restarted front)
  *   comes back as a settled handle whose `resume` queues a continuation as above.
  *
@@ -259,6 +260,9 @@ function continuation(from: () => ClusterRun | undefined, host: RunHost, report:
     if (previous.state === 'disposed' && !kind.movable) {
       throw new SubagentError('RUN_STATE', `run ${previous.runId} is disposed: its child's agent process is gone`);
     }
+    if (previous.state === 'disposed' && isolated(previous)) {
+      throw new SubagentError('RUN_STATE', `run ${previous.runId} is disposed: its worktree was cleaned up on its member`);
+    }
     busy = true;
     let run: ClusterDaemonRun;
     try {
@@ -282,9 +286,10 @@ async function queueContinuation(
   front: FrontContext,
   kind: ChainKind,
 ): Promise<ClusterDaemonRun> {
-  // Only the member holding the agent process can continue a child that cannot be restored:
-  // it must still hold it, or the continuation would wait in the queue for a member that is gone.
-  const pin = kind.movable ? undefined : previous.worker?.id;
+  // Only the member holding the agent process can continue a child that cannot be restored, and
+  // only the member whose disk holds a child's worktree can continue it in that tree: it must
+  // still hold it, or the continuation would wait in the queue for a member that is gone.
+  const pin = kind.movable && !isolated(previous) ? undefined : previous.worker?.id;
   if (pin !== undefined) {
     await ask(front, previous.runId, { op: 'hold' }, (runId, who, reason) => holderGone(childId, runId, who, reason));
   }
@@ -353,8 +358,11 @@ function watchHolder(latest: () => ClusterRun, front: FrontContext): () => void 
   return () => clearInterval(timer);
 }
 
+/** The chain works in a git worktree, which lives on the disk of the member that made it. */
+const isolated = (run: ClusterRun): boolean => run.request.isolation?.isolation === 'worktree';
+
 const holderGone = (childId: string, runId: string, who: string, reason: string): string =>
-  `child ${childId} of run ${runId} lives in an agent process on ${who}, which did not answer (${reason}): it cannot be continued elsewhere`;
+  `child ${childId} of run ${runId} lives on ${who} (its agent process, or its git worktree), which did not answer (${reason}): it cannot be continued elsewhere`;
 
 /** A run only its record knows (this front restarted): settled, resumable through the queue. */
 async function restoreHandle(childId: string, context: RestoreContext, front: FrontContext, kind: ChainKind): Promise<DaemonRun> {

@@ -94,6 +94,9 @@ export interface ExecutionOutcome {
 /** The executing member's answer to a control message. */
 export type ControlAnswer = { ok: true } | { error: { code: SubagentErrorCode; message: string } };
 
+/** Wraps a real provider for worktree starts (daemon/worktrees/isolating-provider.ts's `isolate`). */
+export type IsolateProvider = (provider: DaemonProvider, executing: { readonly member: string; keeps(runId: string): boolean }) => DaemonProvider;
+
 export interface ClusterWorkerOptions {
   /** Runs this member executes at once. */
   readonly slots: number;
@@ -181,6 +184,32 @@ export class ClusterWorker {
   controlHere(runId: string, message: ControlMessage): Promise<void> | undefined {
     const execution = this.executing.get(runId);
     return execution ? this.control(execution, message) : undefined;
+  }
+
+  /**
+   * Worktree starts (daemon/worktrees/): each real provider is wrapped by `isolate` as it is
+   * picked, so a run asking for a worktree gets it here, from this member's checkout, recorded in
+   * this member's state dir. Unset: the providers run as they are.
+   */
+  isolateWith(isolate: IsolateProvider): void {
+    this.isolate = isolate;
+  }
+
+  private isolate: IsolateProvider | undefined;
+  private readonly isolated = new WeakMap<DaemonProvider, DaemonProvider>();
+  /** Runs whose dispose keeps the child for its front's next life: their worktree stays. */
+  private readonly keeping = new Set<string>();
+
+  /** The provider a run of `name` executes with: the real one, wrapped for worktree starts. */
+  private executable(name: string): DaemonProvider | undefined {
+    const real = this.providers.get(name);
+    if (!real || !this.isolate) return real;
+    let wrapped = this.isolated.get(real);
+    if (!wrapped) {
+      wrapped = this.isolate(real, { member: this.scheduler.worker.id, keeps: (runId) => this.keeping.has(runId) });
+      this.isolated.set(real, wrapped);
+    }
+    return wrapped;
   }
 
   /** Runs executing here now (for status and tests). */
@@ -291,7 +320,7 @@ export class ClusterWorker {
     };
     this.executing.set(runId, execution);
     lease.keepAlive(() => this.letGo(execution, 'its lease lapsed (no heartbeat reached NATS for ack_wait)'));
-    const provider = this.providers.get(claim.run.provider);
+    const provider = this.executable(claim.run.provider);
     let mirror: SessionMirror | undefined;
     try {
       // Released by a reload between the pick and here.
@@ -400,11 +429,19 @@ export class ClusterWorker {
     await assertClaimed(this.scheduler.records, record);
     const previous = this.executing.get(previousRunId);
     if (previous?.run?.resume && !previous.lost) {
-      const run = await previous.run.resume(record.request.prompt, { signal });
+      // The line speaks for the new run from the resume on: what the child (and the worktree
+      // wrapper, which names the turn's run) does in it is this run's.
       const conduit = previous.conduit;
+      const before = { runId: conduit.target.runId, ownerMember: conduit.target.ownerMember };
       conduit.target.runId = record.runId;
       conduit.target.ownerMember = record.ownerMember;
-      return { run, stored: conduit.mirror?.published ?? 0, conduit, from: 'held' };
+      try {
+        const run = await previous.run.resume(record.request.prompt, { signal });
+        return { run, stored: conduit.mirror?.published ?? 0, conduit, from: 'held' };
+      } catch (error) {
+        Object.assign(conduit.target, before);
+        throw error;
+      }
     }
     if (record.pin !== undefined) {
       throw new SubagentError('RUN_STATE', `child ${childId} of run ${previousRunId} is no longer held on this member (disposed or lost); it cannot be continued`);
@@ -424,6 +461,13 @@ export class ClusterWorker {
       throw new SubagentError(
         'UNSUPPORTED_OPERATION',
         `run ${record.runId} cannot migrate: provider "${record.provider}" keeps its child in a process that died with ${gone}, and has no session to resume from`,
+      );
+    }
+    // Its worktree is on the silent member's disk: continuing here would work in another tree.
+    if (record.request.isolation?.isolation === 'worktree') {
+      throw new SubagentError(
+        'UNSUPPORTED_OPERATION',
+        `run ${record.runId} cannot migrate: it works in a git worktree on the disk of ${gone}; its committed turns are on its branch in that member's repository`,
       );
     }
     const prompt = [{ type: 'text' as const, text: TAKEOVER_PROMPT }];
@@ -473,7 +517,9 @@ export class ClusterWorker {
     }
     else {
       execution.abort.abort(new SubagentError('ABORTED', 'disposed by its owner'));
+      if (message.keep === true) this.keeping.add(execution.runId);
       await execution.run?.dispose().catch(() => undefined);
+      this.keeping.delete(execution.runId);
       if (!execution.lost && message.keep !== true) {
         await execution.run?.result.catch(() => undefined);
         await this.recordLatest(execution, { state: 'disposed' }).catch(() => undefined);

@@ -5,7 +5,7 @@
  * to the shared queue (cluster-provider.ts), those registered later too (`adopt`: a reload's
  * ACP providers); `start` begins executing runs from the queue
  * (cluster-worker.ts); `ledger` gives the service a ledger that answers for every run of the
- * pool (cluster-ledger.ts); `startKeys` the pool's idempotency keys (pool-start-keys.ts), whose
+ * pool (cluster-ledger.ts); `isolateWith` makes worktree starts here, on the executing member; `startKeys` the pool's idempotency keys (pool-start-keys.ts), whose
  * window also bounds how long a start its dead front left queued stays parked (parked-starts.ts); `close` lets go of what executes here (another member continues it) and
  * disconnects.
  */
@@ -18,7 +18,7 @@ import type { RunLedger } from '../store/run-ledger.js';
 import { ClusterLedger } from './cluster-ledger.js';
 import { clusterProvider, type FrontContext } from './cluster-provider.js';
 import type { ClusterRun, WorkerRef } from './cluster-run.js';
-import { ClusterWorker, type ExecutionObserver } from './cluster-worker.js';
+import { ClusterWorker, type ExecutionObserver, type IsolateProvider } from './cluster-worker.js';
 import { DEFAULT_IDEMPOTENCY_WINDOW_MS } from '../idempotency/start-keys.js';
 import { sweepParked } from './parked-starts.js';
 import { PoolStartKeys } from './pool-start-keys.js';
@@ -176,6 +176,14 @@ export class Cluster {
    */
   stopsWith(stopping: () => boolean): void {
     this.front.leaving = stopping;
+  }
+
+  /**
+   * Worktree starts: the runs this member executes get their worktree here, from its own
+   * checkout (`isolate` wraps each real provider; daemon/worktrees/isolating-provider.ts).
+   */
+  isolateWith(isolate: IsolateProvider): void {
+    this.executor.isolateWith(isolate);
   }
 
   /** Tracing: each run executed on this member is heard begin and end (daemon/telemetry/tracing.ts). */

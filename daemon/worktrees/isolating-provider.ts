@@ -8,8 +8,15 @@
  * chain's latest run applies the cleanup rule, unless the daemon is shutting down (a child kept
  * for the next daemon keeps its worktree; one it cannot continue is found as an orphan).
  *
+ * Cluster mode (`carried`): the providers the service holds are stand-ins that queue the start, and
+ * the worktree must be made where the run executes, from that member's checkout. `decorate` then
+ * only settles the mode (the front's `worktrees.providers` defaults) and passes it on in the
+ * queued request; the executing member wraps its real providers with `isolate`, which builds the
+ * worktree on its own disk and records it in its own state dir (docs/cluster.md#worktree-starts).
+ *
  * The git machinery loads at the first isolated start: a daemon that never isolates never pays.
  */
+import { existsSync } from '../../common/node-builtins.js';
 import { boundDiagnostic, SubagentError, type ContentBlock, type Isolation, type SubagentResult } from '../../protocol/index.js';
 import type { DaemonProvider, DaemonResumeOptions, DaemonRun, ProviderStartRequest, RestoreContext, RunHost } from '../provider.js';
 import type { WorktreeManager, WorktreeSettings } from './worktree-manager.js';
@@ -18,10 +25,18 @@ import type { WorktreeRecord } from './worktree-records.js';
 export interface IsolationOptions extends WorktreeSettings {
   /** Default isolation per provider name (config `worktrees.providers`); otherwise `none`. */
   readonly defaults?: Readonly<Record<string, Isolation>>;
-  /** When set, a worktree start is refused with this reason (cluster mode). */
-  readonly refusal?: string;
+  /** Cluster mode: the worktree is made on the member that executes the run (`isolate`), not here. */
+  readonly carried?: boolean;
   /** Whether the daemon is shutting down: its disposals are no cleanup. */
   readonly shuttingDown: () => boolean;
+}
+
+/** The executing side of a cluster member (`isolate`). */
+export interface ExecutingMember {
+  /** This member's id: its records say which member made them (orphaned by its next life). */
+  readonly member: string;
+  /** Whether the dispose of `runId` keeps the child for a later life of its front (no cleanup). */
+  keeps(runId: string): boolean;
 }
 
 /** One isolated child: its worktree and the run of its chain that is latest. */
@@ -42,7 +57,24 @@ export class WorktreeIsolation {
     return this.manager;
   }
 
-  decorate = (inner: DaemonProvider): DaemonProvider => {
+  /** What the service registers: every provider, wrapped (in cluster mode, the stand-ins). */
+  decorate = (inner: DaemonProvider): DaemonProvider => this.wrapProvider(inner, undefined);
+
+  /** A cluster member's real provider, as it executes runs from the queue: the worktree is made here. */
+  isolate = (inner: DaemonProvider, executing: ExecutingMember): DaemonProvider => this.wrapProvider(inner, executing);
+
+  /**
+   * At a cluster member's start: worktrees a previous life of this member made for the pool's
+   * runs, still running or settled, have nobody to continue or dispose them any more (a
+   * continuation is pinned to the member that held the child): orphaned, for `worktrees prune`.
+   */
+  async orphanPoolWorktrees(member: string): Promise<string[]> {
+    if (!existsSync(this.options.stateWorktrees)) return [];
+    const manager = await this.worktrees();
+    return manager.orphanOthers(member);
+  }
+
+  private wrapProvider(inner: DaemonProvider, executing: ExecutingMember | undefined): DaemonProvider {
     const wrapped: DaemonProvider = {
       get name() {
         return inner.name;
@@ -56,27 +88,29 @@ export class WorktreeIsolation {
       get runtime() {
         return inner.runtime;
       },
-      start: (request) => this.start(inner, request),
-      ...(inner.restore && { restore: (childId: string, context: RestoreContext) => this.restore(inner, childId, context) }),
+      start: (request) => this.start(inner, request, executing),
+      ...(inner.restore && { restore: (childId: string, context: RestoreContext) => this.restore(inner, childId, context, executing) }),
       ...(inner.processes && { processes: () => inner.processes!() }),
       ...(inner.close && { close: () => inner.close!() }),
     };
     return wrapped;
-  };
+  }
 
-  private async start(inner: DaemonProvider, request: ProviderStartRequest): Promise<DaemonRun> {
+  private async start(inner: DaemonProvider, request: ProviderStartRequest, executing: ExecutingMember | undefined): Promise<DaemonRun> {
     const { isolation: asked, ...plain } = request;
-    const mode = asked?.isolation ?? this.options.defaults?.[inner.name] ?? 'none';
+    // The front settled the mode (with its defaults) and sent it: the executing member adds none.
+    const mode = asked?.isolation ?? (executing ? undefined : this.options.defaults?.[inner.name]) ?? 'none';
     if (mode === 'none') {
       if (asked?.baseRef !== undefined || asked?.includeUncommitted !== undefined || asked?.cleanup !== undefined) {
         throw new SubagentError('INVALID_REQUEST', 'baseRef, includeUncommitted and cleanup apply only with isolation "worktree"', { field: '/isolation' });
       }
       return inner.start(plain);
     }
-    if (this.options.refusal !== undefined) throw new SubagentError('UNSUPPORTED_OPERATION', this.options.refusal, { field: '/isolation' });
+    if (this.options.carried && !executing) return inner.start({ ...plain, isolation: { ...asked, isolation: 'worktree' } });
     const manager = await this.worktrees();
     const record = await manager.create({
       runId: request.host.runId,
+      ...(executing && { member: executing.member }),
       provider: inner.name,
       parentCwd: request.parent.cwd,
       ...(request.label !== undefined && { label: request.label }),
@@ -92,18 +126,20 @@ export class WorktreeIsolation {
       throw error;
     }
     manager.update(record.name, { childId: run.id });
-    return this.wrap(run, { name: record.name, label: request.label, latest: undefined }, request.host, manager);
+    return this.wrap(run, { name: record.name, label: request.label, latest: undefined }, request.host, manager, executing);
   }
 
-  private async restore(inner: DaemonProvider, childId: string, context: RestoreContext): Promise<DaemonRun> {
+  private async restore(inner: DaemonProvider, childId: string, context: RestoreContext, executing: ExecutingMember | undefined): Promise<DaemonRun> {
     const run = await inner.restore!(childId, context);
+    // A stand-in's child lives on the member that executes it, with its worktree's record.
+    if (this.options.carried && !executing) return run;
     const manager = await this.worktrees();
     const record: WorktreeRecord | undefined = manager.records.byChild(childId);
     if (!record) return run;
-    return this.wrap(run, { name: record.name, label: record.label, latest: undefined }, context.host, manager);
+    return this.wrap(run, { name: record.name, label: record.label, latest: undefined }, context.host, manager, executing);
   }
 
-  private wrap(run: DaemonRun, chain: Chain, host: RunHost, manager: WorktreeManager): DaemonRun {
+  private wrap(run: DaemonRun, chain: Chain, host: RunHost, manager: WorktreeManager, executing: ExecutingMember | undefined): DaemonRun {
     const runId = host.runId;
     const result = run.result.then((outcome) => this.finish(outcome, chain, runId, host, manager));
     const wrapped: DaemonRun = {
@@ -120,7 +156,7 @@ export class WorktreeIsolation {
       dispose: async () => {
         await run.dispose();
         await result.catch(() => undefined);
-        if (chain.latest !== wrapped || this.options.shuttingDown()) return;
+        if (chain.latest !== wrapped || this.options.shuttingDown() || executing?.keeps(host.runId)) return;
         await manager.release(chain.name).catch((error: unknown) => host.log.warn({ err: error, worktree: chain.name }, 'worktree cleanup failed'));
       },
       ...(run.sendMessage && { sendMessage: (content: ContentBlock[]) => run.sendMessage!(content) }),
@@ -130,7 +166,7 @@ export class WorktreeIsolation {
           const next = await run.resume!(content, options);
           // The service re-armed the chain's host with the continuation's run id before this call.
           manager.turnStarted(chain.name, host.runId);
-          return this.wrap(next, chain, host, manager);
+          return this.wrap(next, chain, host, manager, executing);
         },
       }),
     };

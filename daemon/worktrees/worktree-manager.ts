@@ -50,6 +50,8 @@ export interface WorktreeSettings {
 
 export interface CreateRequest {
   readonly runId: string;
+  /** The cluster member making it for a pool's run (isolating-provider.ts's `isolate`). */
+  readonly member?: string;
   readonly provider: string;
   readonly label?: string;
   readonly parentCwd: string;
@@ -109,6 +111,7 @@ export class WorktreeManager {
     const record: WorktreeRecord = {
       name,
       runIds: [request.runId],
+      ...(request.member !== undefined && { member: request.member }),
       provider: request.provider,
       ...(request.label !== undefined && { label: request.label }),
       parentRoot: repo.root,
@@ -217,6 +220,21 @@ export class WorktreeManager {
         this.update(record.name, { state: 'orphaned' });
         orphaned.push(record.name);
       }
+    }
+    return orphaned;
+  }
+
+  /**
+   * At a cluster member's start: the worktrees a previous life of this member made for the pool
+   * (recorded with another member id), running or settled, have nobody left to continue or
+   * dispose them. Returns their names.
+   */
+  orphanOthers(member: string): string[] {
+    const orphaned: string[] = [];
+    for (const record of this.records.all()) {
+      if (record.member === undefined || record.member === member || (record.state !== 'running' && record.state !== 'settled')) continue;
+      this.update(record.name, { state: 'orphaned' });
+      orphaned.push(record.name);
     }
     return orphaned;
   }

@@ -22,6 +22,8 @@ export interface WorktreeRecord {
   readonly name: string;
   /** The run that made it, then each continuation's run id, oldest first. */
   readonly runIds: readonly string[];
+  /** Cluster mode: the member (this daemon, in one life) that made it for a run of the pool. */
+  readonly member?: string;
   /** The child (session) id, once the provider answered: a restored child finds its worktree by it. */
   readonly childId?: string;
   readonly provider: string;
