@@ -21,6 +21,9 @@
  *   (`startedHere`) instead of writing it: the front writes it with the token's hash, and the
  *   next write here rebases on that. Control messages from a front on this member arrive
  *   directly (`controlHere`), not through NATS.
+ * - A worktree start gets its worktree here, from this member's checkout (`isolateWith`: the real
+ *   providers wrapped by daemon/worktrees/); its chain is pinned here, and a takeover refuses it
+ *   (the tree is on the silent member's disk).
  * - Steering (`send` on the control subject) reaches the child's `sendMessage`; `hold` says
  *   whether the child is still here to be continued; the answer carries the typed error.
  * - Every record write is a compare-and-set from the revision this member last wrote. A lapsed
