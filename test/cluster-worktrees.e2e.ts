@@ -70,8 +70,9 @@ const memberConfig = (w: string) => ({ tools: { write: true }, worktrees: { dir:
 /** bwrap binding `checkout` at P and `disk` at W: this member's own view, as on its own machine. */
 const view = (p: string, checkout: string, w: string, disk: string): string[] => ['bwrap', '--dev-bind', '/', '/', '--bind', checkout, p, '--bind', disk, w, '--die-with-parent', '--'];
 
-function member(at: ReturnType<typeof world>, checkout: string, disk: string): Promise<DaemonProcess> {
-  return scene.member(memberConfig(at.w), { ackWaitMs: 2000, workspaces: [at.root], workspaceWaitMs: WAIT_MS }, { wrap: view(at.p, checkout, at.w, disk) });
+/** `ackWaitMs`: the lease; the test of a member's death keeps it longer, so that only the kill (not a loaded machine) ends it. */
+function member(at: ReturnType<typeof world>, checkout: string, disk: string, ackWaitMs = 2000): Promise<DaemonProcess> {
+  return scene.member(memberConfig(at.w), { ackWaitMs, workspaces: [at.root], workspaceWaitMs: WAIT_MS }, { wrap: view(at.p, checkout, at.w, disk) });
 }
 
 /** `subagentd worktrees ACTION --json` over `daemon`'s state dir, in the filesystem view `wrap` (none: the host's). */
@@ -172,9 +173,9 @@ it('when the member holding a running worktree child dies, another member servin
   const w = world();
   const [checkout1, checkout2] = [w.clone('checkout-1'), w.clone('checkout-2')];
   const [disk1, disk2] = [w.disk('disk-1'), w.disk('disk-2')];
-  const front = await scene.member(memberConfig(w.w), { ackWaitMs: 2000, slots: 0, workspaceWaitMs: WAIT_MS });
-  const m1 = await member(w, checkout1, disk1);
-  const m2 = await member(w, checkout2, disk2);
+  const front = await scene.member(memberConfig(w.w), { ackWaitMs: 5000, slots: 0, workspaceWaitMs: WAIT_MS });
+  const m1 = await member(w, checkout1, disk1, 5000);
+  const m2 = await member(w, checkout2, disk2, 5000);
   const ids = new Map([[await memberId(m1), { daemon: m1, checkout: checkout1, disk: disk1 }], [await memberId(m2), { daemon: m2, checkout: checkout2, disk: disk2 }]]);
   const store = await records();
   const service = await clients.connect(front.socket);
