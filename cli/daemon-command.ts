@@ -132,11 +132,10 @@ export async function daemonCommand(argv: string[]): Promise<number> {
           providers,
         );
   if (cluster) {
-    // One limit for the whole pool: maxConcurrent, requestsPerMinute and pauses held in JetStream KV (kv-shared-limit.ts).
+    // One limit for the whole pool: each endpoint's limit state (adaptive limit, pauses, windows) in JetStream KV (kv-shared-limit.ts).
     const { KvPermits } = await import('../daemon/upstream/kv-shared-limit.js');
     const permits = await KvPermits.open(cluster.link.js, `${settings.config.cluster?.prefix ?? 'subagentd'}_upstream`);
-    // Every endpoint: a Retry-After pauses the pool even where no limit is configured.
-    upstream.share((id, limits) => permits.limit(id, limits));
+    upstream.share((id) => permits.limit(id));
   }
   const daemon = createDaemon({
     ...(delegation && { delegation }),

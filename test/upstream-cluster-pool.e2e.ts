@@ -3,8 +3,9 @@
  * real members (real daemons on a real nats-server) against one real chat-completions server:
  * - a 429 with `Retry-After` on one member is written into the endpoint's KV key, and no member
  *   sends the endpoint a request before that pause ends;
- * - `requestsPerMinute` counts the pool's requests in the calendar minute: three members with a
- *   pool limit of 3 send 3, and the rest wait (each member alone is far below it).
+ * - `requestsPerMinute` is a sliding window of the pool's requests: three members with a pool
+ *   limit of 3 send 3, the rest wait until those have left the window (a minute later, not at the
+ *   minute's turn), so no 60 s at the server sees more than 3.
  */
 import { Kvm } from '@nats-io/kv';
 import { afterEach, expect, it } from 'vitest';
@@ -12,6 +13,7 @@ import type { RemoteSubagentRun, RemoteSubagentService, RunEvent } from '../clie
 import { waitFor } from './fixtures/acp-harness.js';
 import { chunk, errorResponse, startChatCompletionsServer, type ChatCompletionsServer, type ScriptedResponse } from './support/chat-completions-server.js';
 import { clusterScene } from './support/cluster-scene.js';
+import { busiestWindow, endpointStatuses } from './support/upstream-pool.js';
 
 let server: ChatCompletionsServer | undefined;
 afterEach(async () => {
@@ -74,34 +76,31 @@ it("a 429 with Retry-After on one member pauses the endpoint for every member", 
   await Promise.all([first, ...others].map((run) => run.dispose().catch(() => undefined)));
 }, 120_000);
 
-it('requestsPerMinute holds for the pool: three members send 3 in the minute, the rest wait', async () => {
+it('requestsPerMinute is a sliding window for the pool: no 60 s at the server, a minute\'s turn included, holds more than the limit', async () => {
   server = await startChatCompletionsServer({ fallback: streamed });
   const services = await threeMembers({ requestsPerMinute: 3 });
-  // Not across a minute's turn (the window is the calendar minute): the members are up, the rest takes seconds.
-  if (new Date().getSeconds() > 30) await new Promise((resolve) => setTimeout(resolve, (61 - new Date().getSeconds()) * 1000));
-  const minute = Math.floor(Date.now() / 60_000);
-  const abort = new AbortController();
   const runs: RemoteSubagentRun[] = [];
-  // Two rounds of three: each member is asked for two requests, well below its own 3 a minute.
+  // Two bursts of three, one child per member (each member far below 3 a minute of its own). The
+  // second waits a full minute after the first, so the run spans a minute's turn wherever it starts:
+  // a calendar-minute counter lets the second burst go at that turn, 6 requests within 60 s.
   for (const round of [0, 1]) {
-    const started = await Promise.all(services.map((service, i) => start(service, `r${round}-${i}`, abort.signal)));
+    const started = await Promise.all(services.map((service, i) => start(service, `r${round}-${i}`, AbortSignal.timeout(120_000))));
     runs.push(...started);
     if (round === 0) {
       const results = await Promise.all(started.map((run) => run.result));
       expect(results.map((r) => r.stopReason)).toEqual(['completed', 'completed', 'completed']);
     }
   }
-  // The second round waits for the next minute: every member reports its request waiting for the pool.
+  // While the first burst is in the window, the second waits for the pool on its members.
   for (let pending = 0, tries = 0; pending !== 3; tries++) {
-    if (tries > 400) throw new Error(`the second round never waited for the pool (${pending} pending)`);
+    if (tries > 400) throw new Error(`the second burst never waited for the pool (${pending} pending)`);
     if (tries > 0) await new Promise((resolve) => setTimeout(resolve, 50));
-    const statuses = await Promise.all(services.map((s) => s.ops.status()));
-    pending = statuses.reduce((sum, s) => sum + (s.endpoints ?? []).reduce((n, e) => n + e.inFlight + e.waiting, 0), 0);
+    pending = (await endpointStatuses(services)).reduce((n, e) => n + e.inFlight + e.waiting, 0);
   }
-  expect(Math.floor(Date.now() / 60_000)).toBe(minute);
   expect(server.requests).toHaveLength(3);
-  abort.abort();
-  await Promise.all(runs.map((run) => run.result.catch(() => undefined)));
+  const results = await Promise.all(runs.map((run) => run.result));
+  expect(results.map((r) => r.stopReason)).toEqual(Array(6).fill('completed'));
+  expect(server.requests).toHaveLength(6);
+  expect(busiestWindow(server).count).toBe(3);
   await Promise.all(runs.map((run) => run.dispose().catch(() => undefined)));
-  expect(server.requests).toHaveLength(3);
 }, 150_000);

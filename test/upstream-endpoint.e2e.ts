@@ -9,6 +9,7 @@ import type { ContentBlock, RemoteSubagentRun, RunEvent, SubagentResult } from '
 import { chunk, startChatCompletionsServer, type ChatCompletionsServer, type ScriptedResponse } from './support/chat-completions-server.js';
 import type { DaemonProcess } from './support/daemon-process.js';
 import { ClientPool, RunPool, startE2eDaemon } from './support/e2e-daemon.js';
+import { endpointStatuses, startChild, usageAnswer } from './support/upstream-pool.js';
 
 const text = (value: string): ContentBlock[] => [{ type: 'text', text: value }];
 const never = (): AbortSignal => new AbortController().signal;
@@ -114,6 +115,24 @@ describe('one governed upstream per endpoint', () => {
     ]);
     expect(status.endpoints![0]!.limit).toBeLessThanOrEqual(STREAM_LIMIT);
     expect(status.endpoints![0]!.throttledLastMinute).toBe(server.load.refused);
+  }, 120_000);
+
+  it('tokensPerMinute reserves usage for requests in flight: 6 children, a budget of 3 answers, 3 sent', async () => {
+    const { server, daemon } = await scene(() => usageAnswer(300, 200), { endpoints: { '*': { tokensPerMinute: 600 } } });
+    const service = await clients.connect(daemon.socket);
+    for (let i = 0; i < 6; i++) runs.track(await startChild(service, `tpm-${i}`, never()));
+    // One probe, then two reserving the 200 it used: the budget is spent, the other three wait.
+    for (let tries = 0; ; tries++) {
+      const waiting = (await endpointStatuses([service])).reduce((n, e) => n + e.waiting, 0);
+      const served = server.requests.length >= 3 && server.requests.every((r) => r.dataSent > 0);
+      if ((served && waiting === 3) || server.requests.length > 3) break;
+      if (tries > 600) throw new Error(`three requests never filled the budget (${server.requests.length} sent, ${waiting} waiting)`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect(server.requests).toHaveLength(3);
+    await Promise.all(server.requests.map((r) => r.closed));
+    expect((await endpointStatuses([service]))[0]).toMatchObject({ tokensPerMinute: 600, tokensPerMinuteLimit: 600, waiting: 3 });
+    expect(server.requests).toHaveLength(3);
   }, 120_000);
 
   it('two clients of 20 children each are served in turn: their finish times interleave', async () => {

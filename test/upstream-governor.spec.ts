@@ -162,6 +162,53 @@ describe('EndpointGovernor', () => {
   });
 });
 
+describe('EndpointGovernor windows', () => {
+  it('tokensPerMinute: a request reserves the usage seen (the first goes alone as a probe), so responses in flight cannot overshoot the budget', async () => {
+    const governor = new EndpointGovernor('http://x', { tokensPerMinute: 600 });
+    const who = { client: 'c', lineage: 'l' };
+    const granted: Permit[] = [];
+    const waits = Array.from({ length: 4 }, () => governor.acquire(who, never).then((permit) => granted.push(permit)));
+    await tick();
+    expect(granted).toHaveLength(1); // before any usage is known: one probe
+    granted[0]!.release({ kind: 'ok', tokens: 200 });
+    await tick();
+    // 200 used + 2 × 200 reserved = the budget: the fourth waits for the window.
+    expect(granted).toHaveLength(3);
+    expect(governor.status()).toMatchObject({ tokensPerMinute: 600, waiting: 1 });
+    // A response that used less gives the difference back at once.
+    granted[1]!.release({ kind: 'ok', tokens: 0 });
+    await tick();
+    expect(granted).toHaveLength(4);
+    for (const permit of granted.slice(2)) permit.release({ kind: 'ok', tokens: 200 });
+    await Promise.all(waits);
+    governor.close();
+  });
+
+  it('requestsPerMinute slides: a send counts for 60 s and the slack after it, whatever minute it fell in', async () => {
+    let clock = 1_800_000_000_000 + 59_900; // 100 ms before a minute's turn
+    const governor = new EndpointGovernor('http://x', { requestsPerMinute: 2 }, undefined, () => clock);
+    const who = { client: 'c', lineage: 'l' };
+    (await governor.acquire(who, never)).release({ kind: 'ok' });
+    (await governor.acquire(who, never)).release({ kind: 'ok' });
+    let granted = false;
+    const third = governor.acquire(who, never).then((permit) => {
+      granted = true;
+      permit.release({ kind: 'ok' });
+    });
+    for (const later of [200, 30_000, 60_100]) {
+      clock = 1_800_000_000_000 + 59_900 + later;
+      governor.configure({ requestsPerMinute: 2 }); // a reload pumps the queue
+      await tick();
+      expect(granted).toBe(false);
+    }
+    clock = 1_800_000_000_000 + 59_900 + 62_000;
+    governor.configure({ requestsPerMinute: 2 });
+    await third;
+    expect(granted).toBe(true);
+    governor.close();
+  });
+});
+
 describe('Upstream', () => {
   it('one governor per base URL and key; the key never appears in what it shows', () => {
     const upstream = new Upstream({ 'http://a/v1': { maxConcurrent: 3 }, '*': { maxConcurrent: 7 } });

@@ -2,30 +2,23 @@
  * One model endpoint's governor: every request any child sends to the endpoint takes a permit
  * here first, so the daemon as a whole behaves as one good client of the provider.
  *
- * - Concurrency is adaptive (AIMD). It starts at `maxConcurrent` when the config names one, else
- *   at INITIAL_LIMIT, and grows while it is used: by half a request per success until the
- *   endpoint first pushes back (a gentle slow start: it overshoots by half, not double), then by
- *   1/limit per success. A 429 or 503 cuts it to what the provider showed it serves: the most
- *   responses streaming at once between the push-back and the end of the pause it brings (at
- *   least a 10% cut, half when nothing streamed), once per round of requests sent at one limit.
- *   The cut waits for the pause's end (nothing is sent meanwhile) because requests sent with the
- *   refused one get their answers only just after it. The cut level is a ceiling for CEILING_HOLD_MS, so a
- *   provider with a fixed stream cap sees one probe a minute, not a 429 every few requests.
- * - `Retry-After` (or PUSHBACK_PAUSE_MS without one) pauses the whole endpoint: no request is
- *   sent by any child until it has passed.
- * - Explicit limits from the config: `maxConcurrent` caps the adaptive limit,
- *   `requestsPerMinute` and `tokensPerMinute` are sliding one-minute windows (tokens counted from
- *   the responses' usage).
- * - Waiters are served in fair order (fair-queue.ts: clients, then lineages). A wait ends early
- *   when its signal aborts (a cancel), rejecting with the signal's reason.
- * - In a cluster, a `shared` limit (shared-limit.ts) is asked too, so the pool as a whole keeps
- *   the endpoint's concurrency, request rate and pauses (kv-shared-limit.ts).
+ * The limits themselves (adaptive concurrency, `Retry-After` pauses, `maxConcurrent`, sliding
+ * `requestsPerMinute` and `tokensPerMinute` windows) are rules over one state (limit-state.ts).
+ * A single daemon keeps that state here; in a cluster the pool keeps it (a `shared` limit,
+ * kv-shared-limit.ts) and this governor asks the pool for each request, so three members together
+ * stay under what one would.
+ *
+ * Waiters are served in fair order (fair-queue.ts: clients, then lineages). A wait ends early
+ * when its signal aborts (a cancel), rejecting with the signal's reason.
  */
 import { isoTime } from '../../common/iso-time.js';
 import { FairQueue } from './fair-queue.js';
-import type { Outcome, SharedLimit, SharedPermit } from './shared-limit.js';
+import { admit, markServing, newLimitState, settle, view, type LimitState, type LimitView, type Outcome, type WindowLimits } from './limit-state.js';
+import type { SharedLimit, SharedPermit } from './shared-limit.js';
 
-export interface EndpointLimits {
+export { CEILING_HOLD_MS, INITIAL_LIMIT, MAX_PAUSE_MS, PUSHBACK_PAUSE_MS } from './limit-state.js';
+
+export interface EndpointLimits extends WindowLimits {
   /** Most requests in flight at once; the adaptive limit never exceeds it. */
   readonly maxConcurrent?: number;
   /** Most requests sent in any 60 s. */
@@ -52,13 +45,15 @@ export interface Permit {
 
 export interface EndpointStatus {
   readonly endpoint: string;
-  /** The concurrency limit in force (adaptive, under `maxConcurrent`). */
+  /** The concurrency limit in force (adaptive, under `maxConcurrent`; the pool's in a cluster). */
   readonly limit: number;
+  /** This daemon's requests in flight. */
   readonly inFlight: number;
+  /** This daemon's requests waiting. */
   readonly waiting: number;
   /** 429 and 503 answers in the last minute. */
   readonly throttledLastMinute: number;
-  /** Tokens used in the last minute. */
+  /** Tokens used (or reserved by requests in flight) in the last minute. */
   readonly tokensPerMinute: number;
   /** Requests sent in the last minute. */
   readonly requestsPerMinute: number;
@@ -69,14 +64,8 @@ export interface EndpointStatus {
   readonly tokensPerMinuteLimit?: number;
 }
 
-export const INITIAL_LIMIT = 4;
-export const CEILING_HOLD_MS = 60_000;
-export const PUSHBACK_PAUSE_MS = 1_000;
-/** The longest single `Retry-After` pause honoured (a provider asking for an hour gets a minute, then a probe). */
-export const MAX_PAUSE_MS = 60_000;
-const WINDOW_MS = 60_000;
-/** The least a push-back holds the endpoint (a `Retry-After: 0` too): the answers to requests sent with it arrive meanwhile. */
-const MIN_CUT_SETTLE_MS = 100;
+/** A local permit is never lost to a dead holder: its lease is the process's life. */
+const LOCAL_LEASE_MS = Number.MAX_SAFE_INTEGER / 2;
 
 interface Waiter {
   readonly who: Requester;
@@ -88,22 +77,11 @@ interface Waiter {
 }
 
 export class EndpointGovernor {
-  private limit: number;
+  /** The endpoint's limit state (a single daemon's; unused when the pool holds it). */
+  private readonly state: LimitState;
   private inFlight = 0;
-  /** Permits whose response has begun: what the provider is serving. */
-  private serving = 0;
-  /** A cut decided by a push-back, applied when its pause ends: the limit then, and the most served since. */
-  private pendingCut: { from: number; peak: number } | undefined;
-  /** Each decrease starts a new round; push-back from requests sent before it does not cut again. */
-  private round = 0;
-  private everThrottled = false;
-  /** The level of the last cut, which the limit does not pass until `until`. */
-  private ceiling: { level: number; until: number } | undefined;
-  private pausedUntil = 0;
+  private serial = 0;
   private readonly queue = new FairQueue<Waiter>();
-  private readonly sent: number[] = [];
-  private readonly tokens: Array<{ at: number; tokens: number }> = [];
-  private readonly throttles: number[] = [];
   private timer: NodeJS.Timeout | undefined;
   /** Set while a shared (cluster) permit is being asked for: one ask at a time keeps the order. */
   private asking = false;
@@ -115,13 +93,12 @@ export class EndpointGovernor {
     private readonly shared?: SharedLimit,
     private readonly now: () => number = Date.now,
   ) {
-    this.limit = limits.maxConcurrent ?? INITIAL_LIMIT;
+    this.state = newLimitState(limits);
   }
 
   /** New explicit limits (a reload); the adaptive state is kept. */
   configure(limits: EndpointLimits): void {
     this.limits = limits;
-    if (limits.maxConcurrent !== undefined) this.limit = Math.min(this.limit, limits.maxConcurrent);
     this.pump();
   }
 
@@ -135,8 +112,9 @@ export class EndpointGovernor {
    */
   acquire(who: Requester, signal: AbortSignal, onQueued?: (position: number) => void): Promise<Permit> {
     if (signal.aborted) return Promise.reject(signal.reason);
-    if (this.queue.size === 0 && !this.asking && this.blockedFor() === 0 && this.shared === undefined) {
-      return Promise.resolve(this.grant(undefined));
+    if (this.queue.size === 0 && this.shared === undefined) {
+      const id = this.nextId();
+      if (admit(this.state, this.limits, this.now(), id, LOCAL_LEASE_MS) === 0) return Promise.resolve(this.localPermit(id));
     }
     return new Promise<Permit>((resolve, reject) => {
       const onAbort = (): void => {
@@ -169,17 +147,16 @@ export class EndpointGovernor {
 
   status(): EndpointStatus {
     const now = this.now();
-    this.trim(now);
-    this.applyCut(now);
+    const seen: LimitView = (this.shared === undefined ? undefined : this.shared.view(this.limits)) ?? view(this.state, this.limits, now);
     return {
       endpoint: this.label,
-      limit: Math.floor(this.limit),
+      limit: seen.limit,
       inFlight: this.inFlight,
-      waiting: this.queue.size,
-      throttledLastMinute: this.throttles.length,
-      tokensPerMinute: this.tokens.reduce((sum, t) => sum + t.tokens, 0),
-      requestsPerMinute: this.sent.length,
-      ...(this.pausedUntil > now && { pausedUntil: isoTime(this.pausedUntil) }),
+      waiting: this.queue.size + (this.asking ? 1 : 0), // the one asking the pool waits too
+      throttledLastMinute: seen.throttledLastMinute,
+      tokensPerMinute: seen.tokensPerMinute,
+      requestsPerMinute: seen.requestsPerMinute,
+      ...(seen.pausedUntil !== undefined && seen.pausedUntil > now && { pausedUntil: isoTime(seen.pausedUntil) }),
       ...(this.limits.maxConcurrent !== undefined && { maxConcurrent: this.limits.maxConcurrent }),
       ...(this.limits.requestsPerMinute !== undefined && { requestsPerMinuteLimit: this.limits.requestsPerMinute }),
       ...(this.limits.tokensPerMinute !== undefined && { tokensPerMinuteLimit: this.limits.tokensPerMinute }),
@@ -192,91 +169,45 @@ export class EndpointGovernor {
     this.timer = undefined;
   }
 
-  private grant(sharedPermit: SharedPermit | undefined): Permit {
-    const round = this.round;
+  private nextId(): string {
+    this.serial += 1;
+    return String(this.serial);
+  }
+
+  /** A permit of this daemon's own state. */
+  private localPermit(id: string): Permit {
     this.inFlight += 1;
-    this.sent.push(this.now());
     let released = false;
-    let serving = false;
     return {
       streaming: () => {
-        if (serving || released) return;
-        serving = true;
-        this.serving += 1;
-        if (this.pendingCut !== undefined) this.pendingCut.peak = Math.max(this.pendingCut.peak, this.serving);
+        if (!released) markServing(this.state, id);
       },
       release: (outcome) => {
         if (released) return;
         released = true;
-        sharedPermit?.release(outcome);
-        if (serving) this.serving -= 1;
-        this.settle(outcome, round);
+        settle(this.state, this.limits, id, outcome, this.now());
         this.inFlight -= 1;
         this.pump();
       },
     };
   }
 
-  private settle(outcome: Outcome, round: number): void {
-    const now = this.now();
-    const max = this.limits.maxConcurrent ?? Number.POSITIVE_INFINITY;
-    if (outcome.kind === 'ok') {
-      if (outcome.tokens !== undefined && outcome.tokens > 0) this.tokens.push({ at: now, tokens: outcome.tokens });
-      // Grow only a limit that is in use (idle capacity proves nothing), and not while a cut is pending.
-      if (this.inFlight < Math.floor(this.limit) || this.pendingCut !== undefined) return;
-      const cap = this.ceiling !== undefined && this.ceiling.until > now ? Math.min(max, this.ceiling.level) : max;
-      const step = this.everThrottled ? 1 / this.limit : 0.5;
-      this.limit = Math.max(this.limit, Math.min(cap, this.limit + step));
-      return;
-    }
-    if (outcome.kind !== 'throttled') return;
-    this.throttles.push(now);
-    this.everThrottled = true;
-    const pause = Math.min(MAX_PAUSE_MS, outcome.retryAfterMs ?? PUSHBACK_PAUSE_MS);
-    this.pausedUntil = Math.max(this.pausedUntil, now + pause);
-    // Push-back from requests sent before the last cut says nothing new about the limit.
-    if (round !== this.round) return;
-    this.round += 1;
-    this.pendingCut ??= { from: this.limit, peak: this.serving };
-    this.pausedUntil = Math.max(this.pausedUntil, now + MIN_CUT_SETTLE_MS);
-  }
-
-  /** Applies a pending cut once its pause is over. */
-  private applyCut(now: number): void {
-    const pending = this.pendingCut;
-    if (pending === undefined || this.pausedUntil > now) return;
-    this.pendingCut = undefined;
-    const cut = pending.peak > 0 ? Math.min(pending.peak, Math.floor(pending.from * 0.9)) : Math.floor(pending.from / 2);
-    this.limit = Math.max(1, cut);
-    this.ceiling = { level: this.limit, until: now + CEILING_HOLD_MS };
-  }
-
-  /** Milliseconds until a request may be sent (0: now; Infinity: when one in flight ends). */
-  private blockedFor(): number {
-    const now = this.now();
-    this.trim(now);
-    this.applyCut(now);
-    let wait = Math.max(0, this.pausedUntil - now);
-    if (this.inFlight >= Math.floor(this.limit)) wait = Math.max(wait, Number.POSITIVE_INFINITY);
-    const rpm = this.limits.requestsPerMinute;
-    if (rpm !== undefined && this.sent.length >= rpm) wait = Math.max(wait, this.sent[this.sent.length - rpm]! + WINDOW_MS - now);
-    const tpm = this.limits.tokensPerMinute;
-    if (tpm !== undefined) {
-      let used = this.tokens.reduce((sum, t) => sum + t.tokens, 0);
-      for (const t of this.tokens) {
-        if (used < tpm) break;
-        used -= t.tokens;
-        wait = Math.max(wait, t.at + WINDOW_MS - now);
-      }
-    }
-    return wait;
-  }
-
-  private trim(now: number): void {
-    const from = now - WINDOW_MS;
-    while (this.sent.length > 0 && this.sent[0]! <= from) this.sent.shift();
-    while (this.tokens.length > 0 && this.tokens[0]!.at <= from) this.tokens.shift();
-    while (this.throttles.length > 0 && this.throttles[0]! <= from) this.throttles.shift();
+  /** A permit of the pool's state (cluster). */
+  private pooledPermit(shared: SharedPermit): Permit {
+    this.inFlight += 1;
+    let released = false;
+    return {
+      streaming: () => {
+        if (!released) shared.streaming();
+      },
+      release: (outcome) => {
+        if (released) return;
+        released = true;
+        shared.release(outcome);
+        this.inFlight -= 1;
+        this.pump();
+      },
+    };
   }
 
   /** Lets waiters through while the endpoint allows; re-checks by timer when only time stands in the way. */
@@ -286,35 +217,32 @@ export class EndpointGovernor {
       this.timer = undefined;
     }
     while (this.queue.size > 0 && !this.asking) {
-      const wait = this.blockedFor();
+      if (this.shared !== undefined) {
+        this.askShared(this.queue.shift()!, this.shared);
+        return;
+      }
+      const id = this.nextId();
+      const wait = admit(this.state, this.limits, this.now(), id, LOCAL_LEASE_MS);
       if (wait === Number.POSITIVE_INFINITY) return; // a release pumps again
       if (wait > 0) {
         this.timer = setTimeout(() => this.pump(), Math.ceil(wait));
         this.timer.unref();
         return;
       }
-      const waiter = this.queue.shift()!;
-      if (this.shared === undefined) {
-        this.hand(waiter, undefined);
-        continue;
-      }
-      this.askShared(waiter);
+      this.hand(this.queue.shift()!, this.localPermit(id));
     }
   }
 
-  /** The pool's permit first (cluster), then ours; one ask at a time, so fair order holds pool-wide for this member. */
-  private askShared(waiter: Waiter): void {
+  /** The pool's permit (cluster); one ask at a time, so fair order holds pool-wide for this member. */
+  private askShared(waiter: Waiter, shared: SharedLimit): void {
     this.asking = true;
-    this.inFlight += 1; // held while asking, so the local limit counts it
-    void this.shared!.acquire(waiter.signal).then(
+    void shared.acquire(waiter.signal, this.limits).then(
       (permit) => {
-        this.inFlight -= 1;
         this.asking = false;
-        this.hand(waiter, permit);
+        this.hand(waiter, this.pooledPermit(permit));
         this.pump();
       },
       (error: unknown) => {
-        this.inFlight -= 1;
         this.asking = false;
         if (!waiter.done) {
           waiter.done = true;
@@ -326,13 +254,13 @@ export class EndpointGovernor {
     );
   }
 
-  private hand(waiter: Waiter, sharedPermit: SharedPermit | undefined): void {
+  private hand(waiter: Waiter, permit: Permit): void {
     if (waiter.done) {
-      sharedPermit?.release({ kind: 'other' });
+      permit.release({ kind: 'unsent' });
       return;
     }
     waiter.done = true;
     waiter.cleanup();
-    waiter.resolve(this.grant(sharedPermit));
+    waiter.resolve(permit);
   }
 }

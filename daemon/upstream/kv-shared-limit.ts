@@ -1,48 +1,37 @@
 /**
- * An endpoint's limits held for a whole cluster, in one JetStream KV key per endpoint (its identity
- * hashed: never the key), changed only by compare-and-set:
- * - `maxConcurrent`: leased permits. A member takes one by writing itself into the key's holders
- *   while fewer than `max` hold one, and removes it when the request ends. A lease (LEASE_MS)
- *   bounds what a member that died holding permits keeps: past it, its permits no longer count.
- * - `requestsPerMinute`: a counter of the requests the pool sent in the current calendar minute
- *   (a fixed window, reset when the minute turns); a member sends only while it is below the limit.
- * - a `Retry-After` (or any 429/503): the pause is written into the key, and every member waits
- *   it out before its next request to the endpoint.
- * The adaptive limit and `tokensPerMinute` stay per member (governor.ts).
+ * An endpoint's limits held for a whole cluster: the endpoint's limit state (limit-state.ts) lives
+ * in one JetStream KV key per endpoint (its identity hashed: never the key), changed only by
+ * compare-and-set, so every rule a single daemon keeps holds for the pool:
+ * - the adaptive concurrency limit: a 429/503 seen by any member cuts it for all, successes probe
+ *   it back up; `maxConcurrent` caps it. Each request in flight is a leased holder in the key; a
+ *   lease (LEASE_MS) bounds what a member that died holding permits keeps.
+ * - a `Retry-After` (or any 429/503): the pause is written into the key; no member sends before it ends.
+ * - `requestsPerMinute` and `tokensPerMinute`: sliding windows of the pool's sends and tokens
+ *   (a request reserves tokens at its send, its usage replaces the reservation at its end).
+ * A member writes the key three times per request (its send, its first data, its end) and polls it
+ * while the pool is full.
  */
 import { Kvm, type KV } from '@nats-io/kv';
 import { createHash, randomUUID } from '../../common/node-builtins.js';
-import type { EndpointLimits } from './governor.js';
+import { admit, markServing, newLimitState, settle, view, type Holder, type LimitState, type WindowLimits } from './limit-state.js';
 import type { SharedLimit, SharedPermit } from './shared-limit.js';
 
 /** Longer than a model step may take (10 min by default), so a live request never loses its permit. */
 export const LEASE_MS = 11 * 60_000;
 /** How often a member that found the pool full looks again. */
 const POLL_MS = 50;
-/** The longest sleep while only time (a pause, the minute window) stands in the way: a cancel is heard sooner. */
+/** The longest sleep while only time (a pause, a window) stands in the way: a cancel is heard sooner. */
 const MAX_SLEEP_MS = 500;
-/** A pause pushed back longer than this is capped (as the governor's own). */
-const MAX_PAUSE_MS = 60_000;
-/** A push-back without Retry-After pauses the pool this long. */
-const PUSHBACK_PAUSE_MS = 1_000;
-const MINUTE_MS = 60_000;
 
-type Holders = Record<string, number>;
-
-/** The key's value. Before pool-wide pauses and RPM it was the holders alone (still read). */
-interface PoolState {
-  h: Holders;
-  /** Epoch ms until which no member sends (a Retry-After). */
-  pausedUntil?: number;
-  /** The calendar minute (epoch ms / 60 000) `sent` counts. */
-  minute?: number;
-  sent?: number;
-}
-
-/** What an edit decides: a new state to write, nothing to write (go), or how long to wait before looking again. */
-type Decision = { readonly next: PoolState } | { readonly waitMs: number } | { readonly unchanged: true };
+/** What an edit decides: a new state to write, or how long to wait before looking again. */
+type Decision = { readonly next: LimitState } | { readonly waitMs: number };
 
 export class KvPermits {
+  /** The state each key had at this member's last read or write (for status). */
+  private readonly seen = new Map<string, LimitState>();
+  /** One member's writes to one key go in order (a release lands before the next ask). */
+  private readonly tails = new Map<string, Promise<unknown>>();
+
   private constructor(private readonly kv: KV) {}
 
   /** Opens (or creates) the bucket; members starting together may race to create it. */
@@ -52,47 +41,75 @@ export class KvPermits {
     return new KvPermits(kv);
   }
 
-  /** The pool-wide limits of one endpoint: permits (`maxConcurrent`), the minute's requests (`requestsPerMinute`), pauses. */
-  limit(endpointId: string, limits: Pick<EndpointLimits, 'maxConcurrent' | 'requestsPerMinute'>): SharedLimit {
+  /** The pool-wide limit of one endpoint. */
+  limit(endpointId: string): SharedLimit {
     const key = `ep_${createHash('sha256').update(endpointId).digest('hex').slice(0, 32)}`;
-    return { acquire: (signal) => this.acquire(key, limits, signal) };
+    return {
+      acquire: (signal, limits) => this.acquire(key, limits, signal),
+      view: (limits) => {
+        void this.change(key, limits, () => ({ waitMs: 0 })).catch(() => undefined); // a fresher look for the next call
+        const state = this.seen.get(key);
+        return state === undefined ? undefined : view(structuredClone(state), limits, Date.now());
+      },
+    };
   }
 
-  private async acquire(key: string, limits: Pick<EndpointLimits, 'maxConcurrent' | 'requestsPerMinute'>, signal: AbortSignal): Promise<SharedPermit> {
+  private async acquire(key: string, limits: WindowLimits, signal: AbortSignal): Promise<SharedPermit> {
     const id = randomUUID();
-    const holds = limits.maxConcurrent !== undefined;
     for (;;) {
       if (signal.aborted) throw signal.reason;
-      const decision = await this.change(key, (state, now) => decide(state, now, id, limits));
-      if (!('waitMs' in decision)) {
-        return {
-          release: (outcome) => {
-            const throttled = outcome.kind === 'throttled';
-            if (!holds && !throttled) return;
-            const pause = throttled ? Math.min(MAX_PAUSE_MS, outcome.retryAfterMs ?? PUSHBACK_PAUSE_MS) : 0;
-            void this.change(key, (state, now) => {
-              delete state.h[id];
-              if (throttled) state.pausedUntil = Math.max(state.pausedUntil ?? 0, now + pause);
-              return { next: state };
-            }).catch(() => undefined);
-          },
-        };
+      const decision = await this.change(key, limits, (state, now) => {
+        const wait = admit(state, limits, now, id, LEASE_MS);
+        return wait === 0 ? { next: state } : { waitMs: Math.min(MAX_SLEEP_MS, wait === Number.POSITIVE_INFINITY ? POLL_MS : wait) };
+      });
+      if ('waitMs' in decision) {
+        await sleep(decision.waitMs, signal);
+        continue;
       }
-      await sleep(decision.waitMs, signal);
+      let released = false;
+      const write = (edit: (state: LimitState, now: number) => void): void => {
+        void this.change(key, limits, (state, now) => {
+          edit(state, now);
+          return { next: state };
+        }).catch(() => undefined); // the lease bounds what a lost write keeps
+      };
+      return {
+        streaming: () => {
+          if (!released) write((state) => markServing(state, id));
+        },
+        release: (outcome) => {
+          if (released) return;
+          released = true;
+          write((state, now) => settle(state, limits, id, outcome, now));
+        },
+      };
     }
   }
 
-  /** Applies `edit` to the key's live state by compare-and-set, retrying on conflict; a wait is returned unwritten. */
-  private async change(key: string, edit: (state: PoolState, now: number) => Decision): Promise<Decision> {
+  /** Applies `edit` to the key's live state by compare-and-set, after this member's earlier edits of the key. */
+  private change(key: string, limits: WindowLimits, edit: (state: LimitState, now: number) => Decision): Promise<Decision> {
+    const run = (this.tails.get(key) ?? Promise.resolve()).catch(() => undefined).then(() => this.casLoop(key, limits, edit));
+    this.tails.set(key, run);
+    void run.finally(() => {
+      if (this.tails.get(key) === run) this.tails.delete(key);
+    }).catch(() => undefined);
+    return run;
+  }
+
+  private async casLoop(key: string, limits: WindowLimits, edit: (state: LimitState, now: number) => Decision): Promise<Decision> {
     for (let attempt = 0; ; attempt++) {
       const entry = await this.kv.get(key);
       const now = Date.now();
-      const state = readState(entry !== null && entry.operation === 'PUT' ? entry.json<unknown>() : undefined, now);
+      const state = readState(entry !== null && entry.operation === 'PUT' ? entry.json<unknown>() : undefined, limits, now);
       const decision = edit(state, now);
-      if (!('next' in decision)) return decision;
+      if (!('next' in decision)) {
+        this.seen.set(key, state);
+        return decision;
+      }
       try {
         if (entry === null) await this.kv.create(key, JSON.stringify(decision.next));
         else await this.kv.update(key, JSON.stringify(decision.next), entry.revision);
+        this.seen.set(key, decision.next);
         return decision;
       } catch (error) {
         // Another member changed the key since we read it: read again (a failure that persists is no race).
@@ -102,31 +119,18 @@ export class KvPermits {
   }
 }
 
-function decide(state: PoolState, now: number, id: string, limits: Pick<EndpointLimits, 'maxConcurrent' | 'requestsPerMinute'>): Decision {
-  if ((state.pausedUntil ?? 0) > now) return { waitMs: Math.min(MAX_SLEEP_MS, state.pausedUntil! - now) };
-  const minute = Math.floor(now / MINUTE_MS);
-  const sent = state.minute === minute ? (state.sent ?? 0) : 0;
-  if (limits.requestsPerMinute !== undefined && sent >= limits.requestsPerMinute) return { waitMs: Math.min(MAX_SLEEP_MS, (minute + 1) * MINUTE_MS - now) };
-  if (limits.maxConcurrent !== undefined) {
-    if (Object.keys(state.h).length >= limits.maxConcurrent) return { waitMs: POLL_MS };
-    state.h[id] = now + LEASE_MS;
-  } else if (limits.requestsPerMinute === undefined) return { unchanged: true }; // nothing counted: a read for the pause only
-  if (limits.requestsPerMinute !== undefined) {
-    state.minute = minute;
-    state.sent = sent + 1;
+/** The key's value as a limit state; an older value (holders only, or holders and a minute counter) keeps its holders and pause. */
+function readState(value: unknown, limits: WindowLimits, now: number): LimitState {
+  const state = newLimitState(limits);
+  if (value === null || typeof value !== 'object') return state;
+  const raw = value as Partial<LimitState> & Record<string, unknown>;
+  if (typeof raw.limit === 'number' && raw.h !== undefined && raw.w !== undefined) return raw as LimitState;
+  const holders = (raw.h !== undefined && typeof raw.h === 'object' ? raw.h : raw) as Record<string, unknown>;
+  for (const [id, until] of Object.entries(holders)) {
+    if (typeof until === 'number' && until > now) state.h[id] = { u: until, r: -1, b: 0, k: 0 } satisfies Holder;
   }
-  return { next: state };
-}
-
-/** The key's value with expired leases dropped (the older holders-only form included). */
-function readState(value: unknown, now: number): PoolState {
-  const raw = (value ?? {}) as Partial<PoolState> & Record<string, unknown>;
-  const old = raw.h === undefined || typeof raw.h !== 'object';
-  const holders = (old ? raw : raw.h) as Record<string, unknown>;
-  const h: Holders = {};
-  for (const [id, until] of Object.entries(holders)) if (typeof until === 'number' && until > now) h[id] = until;
-  if (old) return { h };
-  return { h, ...(raw.pausedUntil !== undefined && { pausedUntil: raw.pausedUntil }), ...(raw.minute !== undefined && { minute: raw.minute, sent: raw.sent ?? 0 }) };
+  if (typeof raw.pausedUntil === 'number') state.pausedUntil = raw.pausedUntil;
+  return state;
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {

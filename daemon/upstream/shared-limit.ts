@@ -1,22 +1,22 @@
 /**
- * The seam between an endpoint's governor and the limits shared by a pool of daemons (cluster mode):
- * a permit the whole pool counts. A member's governor asks for one before each request it lets
- * through, and returns it with the request's outcome.
+ * The seam between an endpoint's governor and the limits shared by a pool of daemons (cluster
+ * mode): the pool holds the endpoint's whole limit state (limit-state.ts) and decides. A member's
+ * governor asks it for a permit before each request it lets through (in its own fair order), tells
+ * it when the response begins, and returns the permit with the request's outcome.
  */
+import type { LimitView, Outcome, WindowLimits } from './limit-state.js';
 
-/** How a request ended, as a permit's release reports it. */
-export type Outcome =
-  | { readonly kind: 'ok'; readonly tokens?: number }
-  /** 429 or 503: the provider pushed back. */
-  | { readonly kind: 'throttled'; readonly retryAfterMs?: number | undefined }
-  /** Any other end (an error, a cancel): the permit is returned, the limit unchanged. */
-  | { readonly kind: 'other' };
+export type { Outcome };
 
 export interface SharedPermit {
+  /** The response's first data arrived (the provider serves it: what a cut measures). */
+  streaming(): void;
   release(outcome: Outcome): void;
 }
 
 export interface SharedLimit {
-  /** Resolves with a permit once the pool has room; rejects when `signal` aborts (then nothing is held). */
-  acquire(signal: AbortSignal): Promise<SharedPermit>;
+  /** Resolves with a permit once the pool has room under `limits`; rejects when `signal` aborts (then nothing is held). */
+  acquire(signal: AbortSignal, limits: WindowLimits): Promise<SharedPermit>;
+  /** The pool's state as this member last saw it (undefined before it has seen any); asks for a fresher one. */
+  view(limits: WindowLimits): LimitView | undefined;
 }

@@ -11,7 +11,7 @@ import type { SharedLimit } from './shared-limit.js';
 export type EndpointsConfig = Readonly<Record<string, EndpointLimits>>;
 
 /** Makes the pool-wide limit of one endpoint (cluster mode); absent outside a cluster. */
-export type SharedLimitFactory = (endpointId: string, limits: EndpointLimits) => SharedLimit | undefined;
+export type SharedLimitFactory = (endpointId: string) => SharedLimit | undefined;
 
 export class Upstream {
   private readonly governors = new Map<string, EndpointGovernor>();
@@ -32,7 +32,7 @@ export class Upstream {
     let governor = this.governors.get(identity.id);
     if (governor === undefined) {
       const limits = this.limitsFor(identity.label);
-      governor = new EndpointGovernor(identity.label, limits, this.shared?.(identity.id, limits));
+      governor = new EndpointGovernor(identity.label, limits, this.shared?.(identity.id));
       this.governors.set(identity.id, governor);
     }
     return governor;

@@ -172,12 +172,16 @@ export interface ServerLoad {
   refused: number;
   /** Requests answered with a stream. */
   streamed: number;
+  /** Requests being answered now, refused ones included (what the server sees at once). */
+  open: number;
+  /** The most requests open at once (a test may reset it to `open` to watch from then on). */
+  openPeak: number;
 }
 
 export async function startChatCompletionsServer(options: ChatCompletionsServerOptions = {}): Promise<ChatCompletionsServer> {
   const queue: Array<ScriptedResponse | Responder> = [];
   const requests: RecordedRequest[] = [];
-  const load: ServerLoad = { active: 0, peak: 0, refused: 0, streamed: 0 };
+  const load: ServerLoad = { active: 0, peak: 0, refused: 0, streamed: 0, open: 0, openPeak: 0 };
 
   const server = createServer((req, res) => {
     const pieces: Buffer[] = [];
@@ -208,6 +212,11 @@ export async function startChatCompletionsServer(options: ChatCompletionsServerO
         closed,
       };
       requests.push(record);
+      load.open += 1;
+      load.openPeak = Math.max(load.openPeak, load.open);
+      void closed.then(() => {
+        load.open -= 1;
+      });
 
       if (req.method !== 'POST' || req.url !== '/v1/chat/completions') {
         sendError(res, 404, `no route for ${req.method} ${req.url}`);
