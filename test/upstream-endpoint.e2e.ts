@@ -15,6 +15,13 @@ const text = (value: string): ContentBlock[] => [{ type: 'text', text: value }];
 const never = (): AbortSignal => new AbortController().signal;
 const STREAM_LIMIT = 4;
 
+async function waitUntil(check: () => Promise<boolean>, what: string): Promise<void> {
+  for (let tries = 0; !(await check()); tries++) {
+    if (tries > 1200) throw new Error(`never: ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
 /** A streamed answer that takes `ms` (empty deltas meanwhile), then says `answer` with usage. */
 function answer(reply: string, ms: number): ScriptedResponse {
   return {
@@ -117,21 +124,28 @@ describe('one governed upstream per endpoint', () => {
     expect(status.endpoints![0]!.throttledLastMinute).toBe(server.load.refused);
   }, 120_000);
 
-  it('tokensPerMinute reserves usage for requests in flight: 6 children, a budget of 3 answers, 3 sent', async () => {
-    const { server, daemon } = await scene(() => usageAnswer(300, 200), { endpoints: { '*': { tokensPerMinute: 600 } } });
+  it('tokensPerMinute reserves usage for requests in flight: 6 children at once, a budget of 3 answers, 3 sent', async () => {
+    // The answers hold until all six children are at the endpoint (sent or waiting), so the
+    // governor decides with six at once, however slowly the starts arrive.
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const gated = (): ScriptedResponse => ({ type: 'stream', steps: [{ gate }, ...(usageAnswer(200, 200) as Extract<ScriptedResponse, { type: 'stream' }>).steps] });
+    const { server, daemon } = await scene(gated, { endpoints: { '*': { tokensPerMinute: 600 } } });
     const service = await clients.connect(daemon.socket);
-    for (let i = 0; i < 6; i++) runs.track(await startChild(service, `tpm-${i}`, never()));
-    // One probe, then two reserving the 200 it used: the budget is spent, the other three wait.
-    for (let tries = 0; ; tries++) {
-      const waiting = (await endpointStatuses([service])).reduce((n, e) => n + e.waiting, 0);
-      const served = server.requests.length >= 3 && server.requests.every((r) => r.dataSent > 0);
-      if ((served && waiting === 3) || server.requests.length > 3) break;
-      if (tries > 600) throw new Error(`three requests never filled the budget (${server.requests.length} sent, ${waiting} waiting)`);
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
+    await Promise.all(Array.from({ length: 6 }, async (_, i) => runs.track(await startChild(service, `tpm-${i}`, never()))));
+    const atEndpoint = async (): Promise<{ inFlight: number; waiting: number }> => (await endpointStatuses([service]))[0] ?? { inFlight: 0, waiting: 0 };
+    await waitUntil(async () => {
+      const { inFlight, waiting } = await atEndpoint();
+      return inFlight + waiting === 6;
+    }, 'all six children at the endpoint');
+    // Before any usage is known, one probe goes alone.
+    expect(server.requests).toHaveLength(1);
+    release();
+    // The probe used 200: two more reserve 200 each, and the budget is spent; three wait.
+    await waitUntil(async () => server.requests.length > 3 || (server.requests.length === 3 && (await atEndpoint()).waiting === 3), 'three sent, three waiting');
     expect(server.requests).toHaveLength(3);
     await Promise.all(server.requests.map((r) => r.closed));
-    expect((await endpointStatuses([service]))[0]).toMatchObject({ tokensPerMinute: 600, tokensPerMinuteLimit: 600, waiting: 3 });
+    expect((await endpointStatuses([service]))[0]).toMatchObject({ tokensPerMinute: 600, tokensPerMinuteLimit: 600, inFlight: 0, waiting: 3 });
     expect(server.requests).toHaveLength(3);
   }, 120_000);
 
