@@ -153,6 +153,14 @@ export class ClusterLedger implements RunLedger {
 
   /** Writes the token's hash into the run's pool record; a run outside the pool (no record) has none to write. */
   private async publishToken(run: NewRun): Promise<void> {
+    try {
+      await this.writeToken(run);
+    } finally {
+      this.front.answerWrites.done(run.runId);
+    }
+  }
+
+  private async writeToken(run: NewRun): Promise<void> {
     let current = this.records.seen(run.runId);
     while (current) {
       const next: ClusterRun = {

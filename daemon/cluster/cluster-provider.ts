@@ -54,6 +54,7 @@ import type { NatsLink } from './nats-link.js';
 import type { ClusterNames } from './names.js';
 import type { ClusterScheduler } from './scheduler.js';
 import type { WorkspaceIdentities } from './workspace.js';
+import type { AnswerWrites } from './answer-writes.js';
 import { watchWorkspace } from './workspace-survey.js';
 
 export interface FrontContext {
@@ -71,7 +72,9 @@ export interface FrontContext {
    * Fresh starts of this front waiting for their child, by run id: the worker of this member
    * calls one with the child's id instead of writing it (one round trip less before the answer).
    */
-  readonly startsHere: Map<string, (childId: string, startedAt: string) => void>;
+  readonly startsHere: Map<string, (childId: string, startedAt: string) => Promise<void>>;
+  /** The write this front owes each of those starts (the child's id with the token's hash), which the worker waits for. */
+  readonly answerWrites: AnswerWrites;
   /** The control of a run executing on this member, called directly (control-request.ts). */
   controlHere?: (runId: string, message: ControlMessage) => Promise<void> | undefined;
   /** A start's workspace identity, as this member's filesystem shows the parent's cwd. */
@@ -163,6 +166,7 @@ async function launch(
       childHere = { childId, startedAt };
       latest = { ...latest, ...childHere };
       ready();
+      return front.answerWrites.expect(runId);
     });
   }
   const unfollow = front.follow(runId, (next) => {
@@ -231,6 +235,8 @@ async function launch(
     dispose: () =>
       (disposed ??= (async () => {
         signal.removeEventListener('abort', onAbort);
+        front.answerWrites.done(runId); // a start abandoned before its answer: the worker need not wait for that write
+
         // A stopping member keeps its settled runs resumable (as a draining daemon keeps its
         // settled children): their records stay settled, and the executing member only releases them.
         const keep = front.leaving() && settled();

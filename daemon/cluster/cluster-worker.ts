@@ -45,6 +45,7 @@ import type { Logger } from 'pino';
 import { SubagentError, type ContentBlock, type InterruptLevel, type SubagentErrorCode, type SubagentResult } from '../../protocol/index.js';
 import type { DaemonProvider, DaemonRun, RunHost } from '../provider.js';
 import { sessionFilePath } from '../ops/paths.js';
+import { settledOrAfter } from './answer-writes.js';
 import { assertClaimed } from './child-fence.js';
 import { sessionKeyOf, type ClusterRun } from './cluster-run.js';
 import type { MemberRelay, RelayTarget, ReportSink } from './member-relay.js';
@@ -129,6 +130,8 @@ interface Execution {
   run?: DaemonRun;
   revision: number;
   record: ClusterRun;
+  /** The front on this member is writing the child's id with the token's hash: our next write waits for it. */
+  frontWrite?: Promise<void> | undefined;
   conduit: Conduit;
   closeControl(): void;
 }
@@ -162,9 +165,13 @@ export class ClusterWorker {
 
   start(): void {
     // A client that re-attached through another member moved the run's owner: follow it.
-    this.unfollowOwners = this.scheduler.records.onChange((record) => {
+    this.unfollowOwners = this.scheduler.records.onChange((record, revision) => {
       const execution = this.executing.get(record.runId);
-      if (execution && ours(execution, record)) follow(execution, record);
+      if (execution && ours(execution, record)) {
+        follow(execution, record);
+        // The owner's side wrote (the token's hash, a moved owner): rebase on it now, not after a refused write and a read.
+        if (revision > execution.revision) adopt(execution, record, revision);
+      }
       // Check a queued run's workspace as soon as it is seen, not when a ticket is held.
       if (record.state === 'queued' && this.options.slots > 0 && this.options.gate.known(record.workspace) === undefined) void this.options.gate.serves(record.workspace);
     });
@@ -180,8 +187,11 @@ export class ClusterWorker {
   /** Set when tracing is on (cli/daemon-command.ts): each execution here becomes a span continuing its start's trace. */
   observeExecution: ExecutionObserver | undefined;
 
-  /** Set by the cluster: hands a fresh start's child id to its front on this member; false when none waits for it. */
-  startedHere: ((runId: string, childId: string, startedAt: string) => boolean) | undefined;
+  /**
+   * Set by the cluster: hands a fresh start's child id to its front on this member, undefined when
+   * none waits for it; else the front's write of that id (with the token's hash), which lands later.
+   */
+  startedHere: ((runId: string, childId: string, startedAt: string) => Promise<void> | undefined) | undefined;
 
   /** A control message for a run executing here, handled at once (the front is this member); undefined when it is not here. */
   controlHere(runId: string, message: ControlMessage): Promise<void> | undefined {
@@ -362,7 +372,10 @@ export class ClusterWorker {
         // The run's front is this member and waits for this child: it writes the id with the
         // token's hash (and our next write rebases on it). Otherwise the record tells the front.
         const toldHere = !claim.takeover && record.resumes === undefined && record.ownerMember === this.scheduler.worker.id && this.startedHere?.(runId, started.childId, started.startedAt);
-        if (toldHere) execution.record = { ...execution.record, ...started };
+        if (toldHere) {
+          execution.record = { ...execution.record, ...started };
+          execution.frontWrite = toldHere;
+        }
         else await this.record(execution, started);
       }
     } catch (error) {
@@ -538,6 +551,11 @@ export class ClusterWorker {
    * is no longer ours.
    */
   private async record(execution: Execution, patch: Partial<ClusterRun>): Promise<void> {
+    if (execution.frontWrite) {
+      // The front's write lands first (the view hands us its revision), so ours is not refused.
+      await settledOrAfter(execution.frontWrite, execution.lease.heartbeatMs);
+      execution.frontWrite = undefined;
+    }
     for (;;) {
       const next: ClusterRun = { ...execution.record, ...patch };
       try {
@@ -551,19 +569,18 @@ export class ClusterWorker {
           this.letGo(execution, 'another member took the run over');
           throw error;
         }
-        execution.record = current.record;
-        execution.revision = current.revision;
+        adopt(execution, current.record, current.revision);
         follow(execution, current.record);
       }
     }
   }
 
-  /** For dispose, which may follow a settle this member wrote: re-read, and only if we still run it. */
+  /**
+   * For dispose, which may follow a settle this member wrote: from the revision held here (the
+   * view keeps it current), re-read only when that write is refused, and only if we still run it.
+   */
   private async recordLatest(execution: Execution, patch: Partial<ClusterRun>): Promise<void> {
-    const current = await this.scheduler.records.get(execution.runId);
-    if (!current || current.record.worker?.id !== this.scheduler.worker.id) return;
-    execution.revision = current.revision;
-    execution.record = current.record;
+    if (execution.record.worker?.id !== this.scheduler.worker.id) return;
     await this.record(execution, patch);
   }
 
@@ -591,6 +608,12 @@ function ours(execution: Execution, record: ClusterRun): boolean {
     record.lease === mine.lease &&
     (record.state === 'running' || record.state === mine.state)
   );
+}
+
+/** The record as the owner's side left it, still this execution's: the next write here starts from it. */
+function adopt(execution: Execution, record: ClusterRun, revision: number): void {
+  execution.record = record;
+  execution.revision = revision;
 }
 
 /** The child's messages follow its run's owner, while the child speaks for this run (not a later one of its chain). */

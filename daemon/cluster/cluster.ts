@@ -15,6 +15,7 @@ import type { Logger } from 'pino';
 import type { DaemonProvider } from '../provider.js';
 import type { LocalLedger } from '../store/local-ledger.js';
 import type { RunLedger } from '../store/run-ledger.js';
+import { AnswerWrites } from './answer-writes.js';
 import { ClusterLedger } from './cluster-ledger.js';
 import { clusterProvider, type FrontContext } from './cluster-provider.js';
 import type { ClusterRun, WorkerRef } from './cluster-run.js';
@@ -95,6 +96,7 @@ export class Cluster {
         leaving: () => false,
         runtimeOf: (provider) => standIns.get(provider)?.runtime,
         startsHere: new Map(),
+        answerWrites: new AnswerWrites(),
         workspaces: new WorkspaceIdentities(),
         workspaceWaitMs: options.workspaceWaitMs ?? DEFAULT_WORKSPACE_WAIT_MS,
         adoptions: new Set(),
@@ -124,11 +126,7 @@ export class Cluster {
       const windowMs = options.idempotencyWindowMs ?? DEFAULT_IDEMPOTENCY_WINDOW_MS;
       const startKeys = await PoolStartKeys.open(link, names, windowMs, records, relay, front.adoptions);
       const stopSweeping = sweepParked(records, windowMs, options.log.child({ cluster: worker.id }));
-      executor.startedHere = (runId, childId, startedAt) => {
-        const waiting = front.startsHere.get(runId);
-        waiting?.(childId, startedAt);
-        return waiting !== undefined;
-      };
+      executor.startedHere = (runId, childId, startedAt) => front.startsHere.get(runId)?.(childId, startedAt);
       link.onChange((online) => options.log[online ? 'info' : 'warn']({ url: options.url }, online ? 'cluster: NATS reconnected' : 'cluster: NATS connection lost; refusing new runs until it is back'));
       const stop = (): void => (stopFollowing(), stopSweeping());
       return new Cluster(worker, link, names, scheduler, relay, executor, front, stop, options.log.child({ cluster: worker.id }), local, standIns, startKeys);

@@ -79,6 +79,9 @@ export class NatsLink {
         reconnectTimeWait: 250,
         reconnectJitter: 100,
         pingInterval: 5000,
+        // No error (with its stack) built ahead of every request in case it fails: on a pooled
+        // run's path that was a few % of a member's CPU. A failure still has its message and code.
+        noAsyncTraces: true,
       });
     } catch (error) {
       throw unavailable(url, reasonOf(error));

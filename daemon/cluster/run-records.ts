@@ -117,7 +117,10 @@ export class RunRecords<T extends { readonly runId: string }> {
     if (stored === 0) ready();
     void (async () => {
       for await (const entry of watcher) {
-        if (entry.operation === 'PUT') this.observe(entry.json<T>(), entry.revision);
+        // Its own writes come back through the watch too: those (and any older revision) are not parsed again.
+        if (entry.operation === 'PUT' && (this.view.get(entry.key.slice(KEY_PREFIX.length))?.revision ?? 0) < entry.revision) {
+          this.observe(entry.json<T>(), entry.revision);
+        }
         if (entry.delta === 0) ready();
       }
       ready();
