@@ -3,11 +3,10 @@
  * host). Loopback only, and every connection must present a bearer token kept in a file that
  * only this user can read: the port alone grants nothing.
  */
-import { readFileSync, statSync, createServer, isIP } from '../../common/node-builtins.js';
+import { readFileSync, statSync, createServer } from '../../common/node-builtins.js';
 import type { Socket } from 'node:net';
 import { StartupError } from '../ops/startup-error.js';
-
-const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
+import { isLoopback, listenOn } from './listen-on.js';
 
 export function readPrivateToken(path: string): string {
   const stat = statSync(path);
@@ -22,19 +21,10 @@ export function readPrivateToken(path: string): string {
 }
 
 export async function listenLoopbackTcp(host: string, port: number, onSocket: (socket: Socket) => void): Promise<{ port: number; close(): Promise<void> }> {
-  const loopback = LOOPBACK.has(host) || (isIP(host) === 4 && host.startsWith('127.'));
-  if (!loopback) throw new StartupError(`refusing to listen on ${host}: the TCP listener binds loopback addresses only`);
+  if (!isLoopback(host)) throw new StartupError(`refusing to listen on ${host}: the TCP listener binds loopback addresses only`);
   const server = createServer(onSocket);
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const address = server.address();
   return {
-    port: typeof address === 'object' && address ? address.port : port,
+    port: await listenOn(server, port, host),
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }

@@ -4,8 +4,8 @@
  * and clients, which is nobody else's business.
  */
 import { createServer } from 'node:http';
-import { isIP } from 'node:net';
 import type { Daemon } from '../daemon.js';
+import { isLoopback, listenOn } from '../listen/listen-on.js';
 import { StartupError } from '../ops/startup-error.js';
 import { DaemonMetrics } from './metrics.js';
 import { addModelRequestSink } from './model-requests.js';
@@ -14,10 +14,6 @@ export interface MetricsListen {
   readonly host: string;
   readonly port: number;
   readonly allowRemote?: boolean;
-}
-
-export function isLoopback(host: string): boolean {
-  return host === 'localhost' || host === '::1' || (isIP(host) === 4 && host.startsWith('127.'));
 }
 
 /** Parses `--metrics`: `PORT`, `HOST:PORT` or `[V6]:PORT`; the host defaults to 127.0.0.1. */
@@ -52,15 +48,7 @@ export async function serveMetrics(daemon: Daemon, listen: MetricsListen): Promi
       },
     );
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(listen.port, listen.host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const address = server.address();
-  const port = typeof address === 'object' && address ? address.port : listen.port;
+  const port = await listenOn(server, listen.port, listen.host);
   daemon.log.info({ host: listen.host, port }, 'serving Prometheus metrics at /metrics');
   return {
     port,

@@ -15,6 +15,7 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { randomBytes } from '../../common/node-builtins.js';
+import { listenOn } from '../listen/listen-on.js';
 import { addModelRequestSink } from '../telemetry/model-requests.js';
 import { UI_PAGE } from './ui-page.js';
 import { UiState, type UiUpdate } from './ui-state.js';
@@ -131,15 +132,7 @@ export async function startUi(daemon: UiDaemon, host = '127.0.0.1', port = 0): P
       if (!response.headersSent) plain(response, 500, error instanceof Error ? error.message : 'failed');
     });
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const address = server.address();
-  origin = `http://${host}:${typeof address === 'object' && address ? address.port : port}`;
+  origin = `http://${host}:${await listenOn(server, port, host)}`;
   daemon.log.info({ origin }, 'serving the web view');
   return {
     mintUrl() {
