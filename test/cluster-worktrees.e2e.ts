@@ -19,6 +19,7 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 
 import { basename, join } from 'node:path';
 import { expect, it } from 'vitest';
 import type { RemoteSubagentRun, SubagentResult } from '../client/index.js';
+import { rejection } from './support/assertions.js';
 import { clusterScene } from './support/cluster-scene.js';
 import { CLI, killAndWait, waitFor, type DaemonProcess } from './support/daemon-process.js';
 import { branches, git, worktreePaths } from './support/git-repo.js';
@@ -167,6 +168,24 @@ it('a worktree start through A whose cwd only B serves gets its worktree on B\'s
     ['disposed', false, true],
     ['disposed', false, true],
   ]);
+
+  // A front that stops keeps its settled runs for its next life: B releases the child, and its worktree stays.
+  const kept = await service.start('spawn', {
+    prompt: text('keep me'),
+    parent: { sessionId: 'wt-kept', cwd: w.p },
+    agentOptions: { model: script([{ text: 'nothing to change' }]) },
+    isolation: 'worktree',
+    label: 'kept',
+    signal: AbortSignal.timeout(60_000),
+  });
+  const keptTree = (await kept.result).worktree!;
+  expect(existsSync(join(diskB, basename(keptTree.path)))).toBe(true);
+  const exited = new Promise((resolve) => a.proc.once('exit', resolve));
+  a.proc.kill('SIGTERM');
+  await exited;
+  const afterStop = (await worktreesCli(b, inB, 'list')) as Array<{ path: string; state: string; present: boolean }>;
+  expect(afterStop.find((l) => l.path === keptTree.path)).toMatchObject({ state: 'settled', present: true });
+  expect(existsSync(join(diskB, basename(keptTree.path)))).toBe(true);
 }, 120_000);
 
 it('when the member holding a running worktree child dies, another member serving P does not continue it in its own tree: the run ends error, typed; the worktree is orphaned at that member\'s restart and pruned', async () => {
@@ -204,6 +223,10 @@ it('when the member holding a running worktree child dies, another member servin
   expect(readdirSync(survivor.disk)).toEqual([]);
   expect(branches(survivor.checkout)).toEqual([]);
   expect(existsSync(join(holder.disk, name, 'half.txt'))).toBe(true);
+  // Nor is it continued anywhere: the chain is pinned, and no live member holds it.
+  const resumed = await rejection((run as RemoteSubagentRun).resume!(text('go on')));
+  expect(resumed.code).toBe('RUN_STATE');
+  expect(readdirSync(survivor.disk)).toEqual([]);
 
   // The holder comes back (a new member id): the worktree of its previous life is orphaned, and pruned by the rule.
   const inHolder = view(w.p, holder.checkout, w.w, holder.disk);
