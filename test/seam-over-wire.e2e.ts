@@ -397,6 +397,27 @@ describe('cancellation', () => {
     observer.close();
   });
 
+  it('a $/cancelRequest read after the start was answered cancels the run it answered (a late cancel)', async () => {
+    const peer = await RawPeer.initialized(daemon.socket);
+    peer.send({ jsonrpc: '2.0', id: 'late-1', method: 'subagent/start', params: { provider: 'echo', prompt: prompt('hang'), parent } });
+    const { runId } = (await peer.waitFor((m) => m.id === 'late-1', 10_000)).result as { runId: string };
+    peer.send({ jsonrpc: '2.0', method: '$/cancelRequest', params: { id: 'late-1' } });
+    expect((await peer.request('run/wait', { runId })).result).toMatchObject({ stopReason: 'aborted' });
+    expect(peer.notifications('subagent/end').map((m) => m.params)).toMatchObject([{ runId, stopReason: 'aborted' }]);
+    // A request that reuses the id takes it over: a cancel naming it no longer reaches the run.
+    peer.send({ jsonrpc: '2.0', id: 'late-2', method: 'subagent/start', params: { provider: 'echo', prompt: prompt('hang'), parent } });
+    const second = ((await peer.waitFor((m) => m.id === 'late-2', 10_000)).result as { runId: string }).runId;
+    peer.send({ jsonrpc: '2.0', id: 'late-2', method: 'providers/list', params: {} });
+    await peer.waitFor((m) => m.id === 'late-2' && m.result !== undefined && 'providers' in (m.result as object), 10_000);
+    peer.send({ jsonrpc: '2.0', method: '$/cancelRequest', params: { id: 'late-2' } });
+    expect((await peer.request('run/inspect', { runId: second })).result).toMatchObject({ run: { state: 'running' } });
+    expect((await peer.request('run/cancel', { runId: second })).result).toEqual({});
+    expect((await peer.request('run/wait', { runId: second })).result).toMatchObject({ stopReason: 'aborted' });
+    expect((await peer.request('run/dispose', { runId: second })).result).toEqual({});
+    expect((await peer.request('run/dispose', { runId })).result).toEqual({});
+    peer.close();
+  });
+
   it('run/cancel after readiness settles the run aborted; cancel and dispose are idempotent', async () => {
     const peer = await RawPeer.initialized(daemon.socket);
     const { runId } = (await peer.request('subagent/start', { provider: 'echo', prompt: prompt('hang'), parent })).result as { runId: string };

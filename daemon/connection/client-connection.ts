@@ -82,7 +82,7 @@ import { describeProvider } from '../provider.js';
 import type { RunOwner, StartAnswer, StartExtras, SubagentService } from '../service/subagent-service.js';
 import type { ChildSubscriber, ContinuableChildren } from '../service/children.js';
 import { CountingWriter } from './counting-writer.js';
-import { DirectLane } from './direct-lane.js';
+import { DirectLane, type LateCancel } from './direct-lane.js';
 import type { PollSpin } from './poll-spin.js';
 import { RunEventBatch } from './event-batch.js';
 import { ProgressBacklog } from './progress-backlog.js';
@@ -538,7 +538,12 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber,
     this.rpc.onNotification(LspInitializedNotification, () => undefined);
     this.handle(ProvidersListRequest, () => ({ providers: service.registry.all().map(describeProvider) }));
     // The two requests every run makes skip the library's queue when they can (direct-lane.ts).
-    this.handle(StartRequest, (params, signal) => service.start(params, this, signal, this.startExtras(params.progressToken)), true, 'direct');
+    // A start is answered once ready; a `$/cancelRequest` read after that answer cancels its run.
+    const lateCancel = (result: unknown): void => {
+      const runId = (result as { runId?: unknown } | null)?.runId;
+      if (typeof runId === 'string') service.cancel(runId, this, 'now').catch((error: unknown) => this.log.debug({ err: error, runId }, 'late cancel of a start found no running run'));
+    };
+    this.handle(StartRequest, (params, signal) => service.start(params, this, signal, this.startExtras(params.progressToken)), true, 'direct', lateCancel);
     this.handle(CancelRequest, async ({ runId, level }) => (await service.cancel(runId, this, level), {}));
     this.handle(DisposeRequest, async ({ runId }) => (await service.dispose(runId, this), {}), true, 'direct');
     this.handle(SendMessageRequest, async ({ runId, content }) => (await service.sendMessage(runId, this, content), {}));
@@ -636,6 +641,8 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber,
     handler: (params: P, signal: AbortSignal) => R | Promise<R>,
     requiresInitialize = true,
     lane: 'library' | 'direct' = 'library',
+    /** On the direct lane: what a `$/cancelRequest` read after the answer does (direct-lane.ts). */
+    lateCancel?: LateCancel,
   ): void {
     const method = type.method;
     // The library's HandlerResult is conditional on R and does not resolve for a generic R: the
@@ -685,7 +692,7 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber,
       }
     };
     this.rpc.onRequest(registered, serve);
-    if (lane === 'direct') this.direct.add(method, serve);
+    if (lane === 'direct') this.direct.add(method, serve, lateCancel);
   }
 
   /** A reply carrying one run's info, as this client's protocol minor can take it. */

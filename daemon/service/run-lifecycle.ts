@@ -129,10 +129,10 @@ export class RunLifecycle {
       () => undefined,
     );
     try {
-      // A `$/cancelRequest` the client wrote right after the start may still sit unread on the
-      // socket: let one poll phase read it (alongside the write, which usually takes longer).
-      await Promise.all([written, accept && pendingInputRead()]);
-      // Cancelled while the record was written: rolled back before any lifecycle event.
+      // Answered as soon as it is recorded, with no wait for a cancel that may follow: one read
+      // later (a poll phase) is a late cancel, which acts on the run (connection/direct-lane.ts).
+      await written;
+      // Cancelled while the record was written (a pool's store answers later): rolled back before any lifecycle event.
       if (accept && !accept()) {
         this.record(record, { state: 'disposed', settledAt: isoNow(), result: { output: [], stopReason: 'aborted' } });
         throw new SubagentError('ABORTED', 'start was cancelled before the child was ready');
@@ -272,13 +272,4 @@ export class RunLifecycle {
     })();
     return record.disposing;
   }
-}
-
-/**
- * Resolves after the event loop has passed through a poll phase, so input already waiting on a
- * socket has been read and dispatched. Two check-phase hops: the first runs before the next poll,
- * the second after it.
- */
-function pendingInputRead(): Promise<void> {
-  return new Promise((resolve) => setImmediate(() => setImmediate(resolve)));
 }
