@@ -100,6 +100,9 @@ export async function statusCommand(settings: CommonSettings): Promise<number> {
           ['connections', String(status.connections)],
           ['runs', `starting ${runs.starting}  running ${runs.running}  settled ${runs.settled}  disposed ${runs.disposed}`],
           ['slots', `${admission.roots ?? admission.running} roots, ${admission.descendants ?? 0} descendants on their parents' slots, ${admission.descendantsWaiting ?? 0} waiting for a parent's slot`],
+          ...(admission.execution
+            ? [['execution', `${admission.execution.held} of ${admission.execution.slots} slots held here, ${admission.execution.lent} nested runs on a slot their parent lent`]]
+            : []),
           ['queue', `${admission.queued} waiting; limits ${admission.limits.maxConcurrentRuns} runs, ${admission.limits.maxRunsPerConnection} per connection, ${admission.limits.maxQueued} queued`],
           ['providers', status.providers.join(', ')],
           ...(status.shell ? [['shell', status.shell === 'unsandboxed' ? 'unsandboxed (tools.shellUnsandboxed: commands see everything the daemon sees)' : 'sandboxed (bubblewrap)']] : []),

@@ -280,7 +280,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
   };
 
   const admissionStatus = (): StatusResult['admission'] => {
-    const { running, queued, byConnection } = ledger.admission();
+    const { running, queued, byConnection, execution } = ledger.admission();
     const named: StatusResult['admission']['byConnection'] = {};
     for (const connection of connections) {
       const share = byConnection[connection.id];
@@ -288,7 +288,16 @@ export function createDaemon(options: DaemonOptions): Daemon {
     }
     // How slots are held: roots on the shared budget, descendants on the slot their parent lent them.
     const lineage = service.lineageAdmission();
-    return { running, queued, roots: running, descendants: lineage.descendants, descendantsWaiting: lineage.waiting, limits: ledger.limits, byConnection: named };
+    return {
+      running,
+      queued,
+      roots: running,
+      descendants: lineage.descendants,
+      descendantsWaiting: lineage.waiting,
+      ...(execution && { execution }),
+      limits: ledger.limits,
+      byConnection: named,
+    };
   };
 
   /**

@@ -88,6 +88,11 @@ export interface ProviderStartRequest extends SubagentStartRequestBase {
    * carries it in its run record, so the member that executes the run continues the trace.
    */
   readonly traceparent?: string;
+  /**
+   * A nested start: the run whose child delegates, and waits on this one in the foreground.
+   * Providers ignore it; a cluster runs the child on that run's execution slot (daemon/cluster/lent-slots.ts).
+   */
+  readonly parentRunId?: string;
 }
 
 export type IsolationRequest = WorktreeIsolationRequest;

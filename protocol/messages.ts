@@ -445,6 +445,12 @@ export const StatusRequest = defineRequest(
           roots: count,
           descendants: count,
           descendantsWaiting: count,
+          /**
+           * A cluster member's execution slots (docs/cluster.md, "Lineages"): `slots` (`cluster.slots`),
+           * runs executing here on a ticket of their own (`held`), nested runs on the slot their
+           * waiting parent lent them (`lent`, not counted against `slots` or the cap).
+           */
+          execution: obj({ slots: count, held: count, lent: count }, ['slots', 'held', 'lent'], true),
           limits: obj(
             { maxConcurrentRuns: figure, maxRunsPerConnection: figure, maxQueued: figure },
             ['maxConcurrentRuns', 'maxRunsPerConnection', 'maxQueued'],

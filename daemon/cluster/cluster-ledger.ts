@@ -108,7 +108,12 @@ export class ClusterLedger implements RunLedger {
   }
 
   admission(): AdmissionStats {
-    return this.local.admission();
+    const execution = this.front.executionSlots?.();
+    return execution ? { ...this.local.admission(), execution } : this.local.admission();
+  }
+
+  executesHere(runId: string): boolean {
+    return this.front.lentTicket?.(runId) !== undefined;
   }
 
   close(): Promise<void> {

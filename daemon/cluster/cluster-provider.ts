@@ -43,9 +43,11 @@
 import { isoTime } from '../../common/iso-time.js';
 import { SubagentError, type ContentBlock, type SubagentResult } from '../../protocol/index.js';
 import type { DaemonProvider, DaemonResumeOptions, DaemonRun, ProviderStartRequest, RestoreContext, RunHost } from '../provider.js';
+import type { ExecutionSlots } from '../store/run-ledger.js';
 import { movedAway, ownerMovedFrom, sessionKeyOf, type ClusterRun, type QueuedStart } from './cluster-run.js';
 import { claimChild } from './child-fence.js';
 import { adoptedRecord } from './parked-starts.js';
+import { lentRecord } from './lent-slots.js';
 import type { ControlMessage } from './cluster-worker.js';
 import { askExecutor as ask, steer } from './control-request.js';
 import { remoteRun, type ClusterDaemonRun } from './remote-run.js';
@@ -83,6 +85,12 @@ export interface FrontContext {
   readonly workspaceWaitMs: number;
   /** Parked starts a retry under their key is adopting through this member (pool-start-keys.ts), by run id. */
   readonly adoptions: Set<string>;
+  /** The ticket of a run executing on this member, which its nested start may borrow (lent-slots.ts); undefined when it executes elsewhere. */
+  lentTicket?: (parentRunId: string) => number | undefined;
+  /** Executes a nested start's record, written `running` on its parent's lent slot, beside the slot loops (cluster-worker.ts). */
+  executeLent?: (record: ClusterRun, cancel: AbortSignal) => Promise<void>;
+  /** How this member's execution slots are held (for status). */
+  executionSlots?: () => ExecutionSlots;
 }
 
 export type { ClusterDaemonRun };
@@ -109,7 +117,7 @@ interface ChainKind {
 async function submit(provider: string, request: ProviderStartRequest, front: FrontContext, kind: ChainKind): Promise<ClusterDaemonRun> {
   front.link.assertOnline();
   request.signal.throwIfAborted();
-  const { signal, host, report, progress: _progress, ...rest } = request;
+  const { signal, host, report, progress: _progress, parentRunId, ...rest } = request;
   // A retry under the key of a start its dead front left parked: that start, under its run id, queued again.
   if (front.adoptions.has(host.runId)) return adopt(host, signal, report, front, kind);
   const queued: QueuedStart = rest;
@@ -126,7 +134,12 @@ async function submit(provider: string, request: ProviderStartRequest, front: Fr
     workspace,
     ...(report && { reports: true }),
   };
-  return launch(record, host, signal, report, front, kind);
+  if (parentRunId === undefined) return launch(record, host, signal, report, front, kind);
+  // A nested start: its parent waits on it here, and lends it its execution slot (lent-slots.ts).
+  const seq = front.lentTicket?.(parentRunId);
+  if (seq === undefined) throw new SubagentError('RUN_STATE', `run ${parentRunId} does not execute on member ${front.relay.memberId}: its nested start has no slot to borrow`);
+  const lent = lentRecord(record, parentRunId, seq, front.scheduler.worker);
+  return launch(lent, host, signal, report, front, kind, () => front.executeLent!(lent, signal));
 }
 
 /** Adopts the parked start `host.runId` (parked-starts.ts): this member becomes its front and queues it again. */

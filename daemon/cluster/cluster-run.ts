@@ -57,6 +57,11 @@ export interface ClusterRun {
   readonly front?: string;
   /** Nested delegation: the run whose child started this one. */
   readonly parentRunId?: string;
+  /**
+   * A nested start executing on the slot its waiting parent lent it (lent-slots.ts): the parent's
+   * run id. Written `running` on the parent's member under the parent's ticket; never queued.
+   */
+  readonly lentBy?: string;
   /** A resumption: the settled run whose child it continues (`request.prompt` is the new message). */
   readonly resumes?: { readonly runId: string; readonly childId: string };
   /** The run whose session subject holds the child's session (a chain's first run); absent: this run's own. */

@@ -52,7 +52,8 @@ import type { MemberRelay, RelayTarget, ReportSink } from './member-relay.js';
 import type { NatsLink } from './nats-link.js';
 import type { ClusterNames } from './names.js';
 import type { Claim, ClusterScheduler } from './scheduler.js';
-import type { Lease } from './slot-queue.js';
+import type { Ticket } from './slot-queue.js';
+import { LentTicket, leftLent } from './lent-slots.js';
 import type { SessionEvents } from './session-events.js';
 import { SessionMirror } from './session-mirror.js';
 import { parkedRecord } from './parked-starts.js';
@@ -125,7 +126,7 @@ interface Conduit {
 interface Execution {
   readonly runId: string;
   readonly abort: AbortController;
-  readonly lease: Lease;
+  readonly lease: Ticket;
   lost: boolean;
   run?: DaemonRun;
   revision: number;
@@ -135,6 +136,9 @@ interface Execution {
   conduit: Conduit;
   closeControl(): void;
 }
+
+/** A claim as executed: under a ticket of its own, or one its waiting parent lent it (lent-slots.ts). */
+type Held = Omit<Claim, 'lease'> & { readonly lease: Ticket };
 
 /** A child brought to life for a claim: `stored` session lines are already in the mirror. */
 interface Begun {
@@ -227,13 +231,24 @@ export class ClusterWorker {
 
   /** Runs executing here now (for status and tests). */
   get busy(): number {
-    let n = 0;
-    for (const execution of this.executing.values()) if (!execution.lost && execution.record.state === 'running') n += 1;
-    return n;
+    const { held, lent } = this.slotsHeld();
+    return held + lent;
+  }
+
+  /** How this member's execution slots are held: runs on a ticket of their own (`held`, at most `slots`), nested runs on their parent's (`lent`). */
+  slotsHeld(): { slots: number; held: number; lent: number } {
+    let held = 0;
+    let lent = 0;
+    for (const execution of this.executing.values()) {
+      if (execution.lost || execution.record.state !== 'running') continue;
+      if (execution.record.lentBy === undefined) held += 1;
+      else lent += 1;
+    }
+    return { slots: this.options.slots, held, lent };
   }
 
   /** The execution observer's start, contained: tracing never fails a run. */
-  private observed(claim: Claim): ((outcome: ExecutionOutcome) => void) | undefined {
+  private observed(claim: Held): ((outcome: ExecutionOutcome) => void) | undefined {
     if (!this.observeExecution) return undefined;
     const { run } = claim;
     try {
@@ -293,17 +308,55 @@ export class ClusterWorker {
         return undefined;
       });
       if (!claim) continue;
-      const executed = this.observed(claim);
-      const outcome = await this.execute(claim).catch((error: unknown): ExecutionOutcome => {
-        executed?.({ stopReason: 'error', errorCode: error instanceof SubagentError ? error.code : 'START_FAILED' });
-        throw error;
-      });
-      executed?.(outcome);
+      await this.perform(claim);
+    }
+  }
+
+  /** Executes a held claim, heard by the execution observer. */
+  private async perform(claim: Held, cancel?: AbortSignal): Promise<void> {
+    const executed = this.observed(claim);
+    const outcome = await this.execute(claim, cancel).catch((error: unknown): ExecutionOutcome => {
+      executed?.({ stopReason: 'error', errorCode: error instanceof SubagentError ? error.code : 'START_FAILED' });
+      throw error;
+    });
+    executed?.(outcome);
+  }
+
+  /** The ticket of `parentRunId` when it executes here (its nested start may borrow its slot), else undefined. */
+  lentTicket(parentRunId: string): number | undefined {
+    const parent = this.executing.get(parentRunId);
+    return parent && !parent.lost && parent.record.state === 'running' ? parent.lease.seq : undefined;
+  }
+
+  /**
+   * A nested start on the slot its waiting parent lends it (lent-slots.ts): `record` is written
+   * `running` here, then executed beside the slot loops; `cancel` is its start's signal. Resolves
+   * once the record is written; RUN_STATE when the parent no longer executes here.
+   */
+  async executeLent(record: ClusterRun, cancel: AbortSignal): Promise<void> {
+    const parentRunId = record.lentBy!;
+    const gone = (): SubagentError => new SubagentError('RUN_STATE', `run ${parentRunId} no longer executes on member ${this.scheduler.worker.id}: its nested start cannot borrow its slot`);
+    if (this.lentTicket(parentRunId) !== record.lease) throw gone();
+    const revision = await this.scheduler.records.create(record);
+    if (this.lentTicket(parentRunId) !== record.lease) {
+      await this.scheduler.records.transition(record.runId, { ...record, state: 'settled', settledAt: isoTime(), result: { output: [], stopReason: 'aborted' }, startError: { code: 'RUN_STATE', message: gone().message } }, revision).catch(() => undefined);
+      throw gone();
+    }
+    const claim: Held = { run: record, revision, lease: new LentTicket(record.lease!), takeover: false };
+    void this.perform(claim, cancel).catch((error: unknown) => this.options.log.warn({ err: error, runId: record.runId }, 'cluster: a nested run on a lent slot failed'));
+  }
+
+  /** Nested runs lent the slot of a run this member took over: their member went silent with it, and the parent redoes its step. */
+  private endLeftLent(parentRunId: string, previous: string): void {
+    for (const { record, revision } of leftLent(this.scheduler.records.all(), parentRunId, this.scheduler.worker.id)) {
+      const diagnostic = `its parent ${parentRunId} was taken over from ${previous}, which went silent; the parent redoes the step that started it`;
+      const ended: ClusterRun = { ...record, state: 'settled', settledAt: isoTime(), result: { output: [], stopReason: 'aborted', diagnostic } };
+      void this.scheduler.records.transition(record.runId, ended, revision).catch(() => undefined); // written meanwhile: the record has the truth
     }
   }
 
   /** Runs one claimed run until it settles and its ticket is acknowledged; says how it ended here. */
-  private async execute(claim: Claim): Promise<ExecutionOutcome> {
+  private async execute(claim: Held, cancel?: AbortSignal): Promise<ExecutionOutcome> {
     const { lease } = claim;
     const runId = claim.run.runId;
     const log = this.options.log.child({ runId, provider: claim.run.provider, attempt: claim.run.attempt });
@@ -332,6 +385,11 @@ export class ClusterWorker {
       closeControl: () => subscription.unsubscribe(),
     };
     this.executing.set(runId, execution);
+    // A lent slot's run stops with its start's cancel at once, even before its front can reach it.
+    if (cancel) {
+      if (cancel.aborted) execution.abort.abort(new SubagentError('ABORTED', 'cancelled by its owner'));
+      else cancel.addEventListener('abort', () => execution.abort.abort(new SubagentError('ABORTED', 'cancelled by its owner')), { once: true });
+    }
     lease.keepAlive(() => this.letGo(execution, 'its lease lapsed (no heartbeat reached NATS for ack_wait)'));
     const provider = this.executable(claim.run.provider);
     let mirror: SessionMirror | undefined;
@@ -342,6 +400,7 @@ export class ClusterWorker {
       const signal = execution.abort.signal;
       let begun: Begun;
       if (claim.takeover && record.childId !== undefined) {
+        this.endLeftLent(runId, claim.previous?.id ?? 'its member');
         begun = await this.takeOver(claim, record.childId, provider, execution.conduit, signal);
         log.info({ child: record.childId }, 'cluster: took over a run from a silent member');
       } else if (record.resumes) {
@@ -470,7 +529,7 @@ export class ClusterWorker {
   }
 
   /** Rebuilds the child's session from the mirror, restores it, and resumes it. */
-  private async takeOver(claim: Claim, childId: string, provider: DaemonProvider, conduit: Conduit, signal: AbortSignal): Promise<Begun> {
+  private async takeOver(claim: Held, childId: string, provider: DaemonProvider, conduit: Conduit, signal: AbortSignal): Promise<Begun> {
     const record = claim.run;
     const gone = claim.previous ? `member ${claim.previous.id} (pid ${claim.previous.pid} on ${claim.previous.host})` : 'its member';
     if (!provider.restore) {
@@ -591,6 +650,8 @@ export class ClusterWorker {
     execution.lease.stop();
     this.options.log.warn({ runId: execution.runId }, `cluster: letting go of a run: ${why}`);
     execution.abort.abort(new SubagentError('ABORTED', `this member let go of the run: ${why}`));
+    // Its nested runs hold its slot: they go with it.
+    for (const other of this.executing.values()) if (other.record.lentBy === execution.runId) this.letGo(other, `its parent ${execution.runId} was let go`);
   }
 
   private forget(execution: Execution): void {

@@ -123,6 +123,9 @@ export class Cluster {
         ...(options.maxOutputBytes !== undefined && { maxOutputBytes: options.maxOutputBytes }),
       });
       front.controlHere = (runId, message) => executor.controlHere(runId, message);
+      front.lentTicket = (parentRunId) => executor.lentTicket(parentRunId);
+      front.executeLent = (record, cancel) => executor.executeLent(record, cancel);
+      front.executionSlots = () => executor.slotsHeld();
       const windowMs = options.idempotencyWindowMs ?? DEFAULT_IDEMPOTENCY_WINDOW_MS;
       const startKeys = await PoolStartKeys.open(link, names, windowMs, records, relay, front.adoptions);
       const stopSweeping = sweepParked(records, windowMs, options.log.child({ cluster: worker.id }));

@@ -193,7 +193,8 @@ export class ClusterScheduler {
       const own = (await this.records.get(lease.runId))?.record;
       if (own?.lease === lease.seq) return own;
     }
-    for (const run of this.active.values()) if (run.lease === lease.seq && run.state === 'running') return run;
+    // A nested run names its parent's ticket too (lent-slots.ts): the ticket is the parent's.
+    for (const run of this.active.values()) if (run.lease === lease.seq && run.state === 'running' && run.lentBy === undefined) return run;
     return undefined;
   }
 }

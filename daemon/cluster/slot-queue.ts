@@ -124,6 +124,9 @@ function parseAckSubject(reply: string): { deliveries: number; seq: number } {
   return { deliveries: Number(parts[at + 4]), seq: Number(parts[at + 5]) };
 }
 
+/** What an execution needs of its ticket: a lease of its own (Lease), or its parent's, lent (lent-slots.ts). */
+export type Ticket = Pick<Lease, 'seq' | 'keepAlive' | 'beat' | 'ack' | 'stop'>;
+
 export class Lease {
   /** The ticket's stream sequence: the same across redeliveries, so a run can name its lease. */
   readonly seq: number;

@@ -79,7 +79,7 @@ export class DaemonServiceView {
     if (!provider) throw new SubagentError('NO_PROVIDER', `a nested subagent may not use provider "${providerName}" (allowed: ${this.allowed.join(', ')})`);
     const parent = request.parent;
     const parentRunId = parent.runId();
-    const owner = this.service.ownerOf(parentRunId);
+    const owner = this.service.delegatorOf(parentRunId);
     if (!owner) throw new SubagentError('RUN_STATE', `the calling child's run ${parentRunId} is not live`);
     const caps = [request.maxDepth, parent.maxDepth].filter((cap): cap is number => cap !== undefined);
     const params: StartParams = {

@@ -64,6 +64,22 @@ export const DETACHED: RunOwner = {
   askPermission: () => Promise.resolve({ outcome: 'cancelled' }),
 };
 
+/**
+ * Owns the nested runs a cluster member starts for a parent it executes for another member's
+ * client (daemon/cluster/lent-slots.ts): the parent's tool call waits on them here. Nothing is
+ * delivered (the root's client sees them in `runs/list` on any member), client tools fail,
+ * permission prompts are cancelled.
+ */
+export const EXECUTING_MEMBER: RunOwner = {
+  id: 'executing-member',
+  open: true,
+  notifyStart: () => undefined,
+  notifyEnd: () => undefined,
+  notifyRunEvent: () => undefined,
+  callTool: () => Promise.reject(new Error('a nested run executing away from its root\'s client has no client tools')),
+  askPermission: () => Promise.resolve({ outcome: 'cancelled' }),
+};
+
 let pool = Buffer.alloc(0);
 function random(n: number): Buffer {
   if (pool.length < n) pool = randomBytes(4096);

@@ -51,7 +51,7 @@ import { LineageSlots, type LineageSlotStats } from './lineage-slots.js';
 import { ProviderRegistry } from './provider-registry.js';
 import { checkStartRequest, childDepth } from './start-checks.js';
 import { OwnedRunHost } from './run-hosting.js';
-import { DETACHED, mintRunId, tokenMatches, type RunOwner, type StartAnswer } from './run-ownership.js';
+import { DETACHED, EXECUTING_MEMBER, mintRunId, tokenMatches, type RunOwner, type StartAnswer } from './run-ownership.js';
 import { RunLifecycle, type LifecycleListener } from './run-lifecycle.js';
 import { RunRecovery } from './run-recovery.js';
 import { RunTable, type LiveRun } from './run-table.js';
@@ -259,6 +259,7 @@ export class SubagentService {
         ...(extras.report && { report: extras.report }),
         ...(told && { progress: told }),
         ...(traceparent !== undefined && { traceparent }),
+        ...(extras.parentRunId !== undefined && { parentRunId: extras.parentRunId }),
       });
     } catch (error) {
       stopListening();
@@ -346,6 +347,15 @@ export class SubagentService {
   /** The connection a live run belongs to now (nested starts and waits act as it). */
   ownerOf(runId: string): RunOwner | undefined {
     return this.table.get(runId)?.owner;
+  }
+
+  /**
+   * Who a nested start of `parentRunId` belongs to: the parent's owner, or, for a parent this
+   * cluster member executes for another member's client, this member (EXECUTING_MEMBER): the
+   * child runs here on the slot its parent lends it (daemon/cluster/lent-slots.ts).
+   */
+  delegatorOf(parentRunId: string): RunOwner | undefined {
+    return this.ownerOf(parentRunId) ?? (this.ledger.executesHere?.(parentRunId) ? EXECUTING_MEMBER : undefined);
   }
 
   async dispose(runId: string, owner: RunOwner): Promise<void> {

@@ -94,6 +94,15 @@ export interface AdmissionStats {
   readonly running: number;
   readonly queued: number;
   readonly byConnection: Record<string, { running: number; queued: number }>;
+  /** A cluster member: how its execution slots are held (daemon/cluster/lent-slots.ts). */
+  readonly execution?: ExecutionSlots;
+}
+
+/** A cluster member's execution slots: `slots` (cluster.slots), runs on a ticket of their own (`held`), nested runs on their parent's (`lent`). */
+export interface ExecutionSlots {
+  readonly slots: number;
+  readonly held: number;
+  readonly lent: number;
 }
 
 export interface RunLedger {
@@ -131,6 +140,12 @@ export interface RunLedger {
    */
   admit(owner: string, provider: string, signal: AbortSignal, onPosition?: (position: number) => void): Promise<Lease>;
   admission(): AdmissionStats;
+
+  /**
+   * A cluster member: whether it executes `runId` for another member's client. A nested start of
+   * such a run is made here, on the slot it lends (daemon/cluster/lent-slots.ts). Absent: never.
+   */
+  executesHere?(runId: string): boolean;
 
   /** Writes what is pending and lets go of the store. */
   close(): Promise<void>;

@@ -1,0 +1,148 @@
+/**
+ * Lineages in a pool (daemon/cluster/lent-slots.ts): a parent executing on a member, waiting on
+ * a nested child in the foreground, lends it its execution slot, so the child runs on the
+ * parent's member under the parent's ticket, never waiting for the cluster's cap or a member's
+ * `cluster.slots`. Real nats-server, real members (the built CLI), the scripted model: every
+ * level replays the same script (call `subagent`, then answer), capped by the lineage's depth.
+ */
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { expect, it } from 'vitest';
+import type { RemoteSubagentService } from '../client/index.js';
+import type { RunInfo, SubagentResult } from '../protocol/index.js';
+import { clusterScene } from './support/cluster-scene.js';
+import { waitFor, type DaemonProcess } from './support/daemon-process.js';
+import { RunPool } from './support/e2e-daemon.js';
+
+const scene = clusterScene('subagentd-cluster-lineage-');
+const { clients } = scene;
+const runs = new RunPool();
+const prompt = [{ type: 'text' as const, text: 'start' }];
+const delegate = { name: 'subagent', arguments: { description: 'one level deeper', prompt: 'delegate this again' } };
+
+/** A member whose in-process children delegate with the `subagent` tool, following `steps`. */
+function member(steps: unknown[], cap: number, slots: number): Promise<DaemonProcess> {
+  const script = join(scene.dir(), `script-${steps.length}-${JSON.stringify(steps).length}.json`);
+  writeFileSync(script, JSON.stringify({ steps }));
+  return scene.member(
+    { delegation: { spawn: { providers: ['spawn'] } }, model: { default: `scripted:${script}` }, limits: { maxConcurrentRuns: cap } },
+    { ackWaitMs: 15_000, slots },
+  );
+}
+
+/** Rejects with `what` after `ms`: a deadlock fails the test instead of hanging it. */
+function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const bound = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: still waiting after ${ms} ms`)), ms)));
+  return Promise.race([promise, bound]).finally(() => clearTimeout(timer));
+}
+
+/** The lineage of `all`, root first, following parentRunId. */
+function chain(all: RunInfo[], rootId: string): RunInfo[] {
+  const out: RunInfo[] = [];
+  let next = all.find((r) => r.runId === rootId);
+  while (next) {
+    out.push(next);
+    const parent: string = next.runId;
+    next = all.find((r) => r.parentRunId === parent);
+  }
+  return out;
+}
+
+async function startRoot(service: RemoteSubagentService, sessionId: string, cwd: string, maxDepth?: number): Promise<{ id: string; result: Promise<SubagentResult> }> {
+  const run = runs.track(await service.start('spawn', { prompt, parent: { sessionId, cwd }, signal: new AbortController().signal, ...(maxDepth !== undefined && { maxDepth }) }));
+  return { id: run.id, result: run.result };
+}
+
+it('maxConcurrentRuns: 1, one slot — a three-level lineage completes on its root\'s one ticket, on its root\'s member', async () => {
+  try {
+    const steps = [{ toolCalls: [delegate] }, { text: 'done at my level' }];
+    // The front executes its own root: before, the nested start queued behind its parent's ticket for good.
+    const a = await member(steps, 1, 1);
+    const service = await clients.connect(a.socket);
+    const root = await startRoot(service, 'root', scene.dir());
+    expect(await within(30_000, 'the lineage on one ticket', root.result)).toMatchObject({ stopReason: 'completed' });
+    const lineage = chain(await service.ops.runs(), root.id);
+    expect(lineage.map((r) => r.stopReason)).toEqual(['completed', 'completed', 'completed']);
+    // Each child ran on the slot its waiting parent lent it: on the root's member.
+    expect(new Set(lineage.map((r) => r.worker?.id)).size).toBe(1);
+  } finally {
+    await runs.disposeAll();
+  }
+}, 60_000);
+
+it('a front that executes nothing: the lineage runs on the member executing its root, owned there', async () => {
+  try {
+    const steps = [{ toolCalls: [delegate] }, { text: 'done at my level' }];
+    const front = await member(steps, 1, 0);
+    const executor = await member(steps, 1, 1);
+    const service = await clients.connect(front.socket);
+    const root = await startRoot(service, 'root', scene.dir());
+    expect(await within(30_000, 'the lineage away from its front', root.result)).toMatchObject({ stopReason: 'completed' });
+    const lineage = chain(await service.ops.runs(), root.id);
+    expect(lineage.map((r) => r.stopReason)).toEqual(['completed', 'completed', 'completed']);
+    const executorId = (await (await clients.connect(executor.socket)).ops.status()).worker?.id;
+    expect(lineage.map((r) => r.worker?.id)).toEqual([executorId, executorId, executorId]);
+  } finally {
+    await runs.disposeAll();
+  }
+}, 60_000);
+
+it('2 members, one slot each — 2 clients × 6 delegating roots all settle; a third client\'s start is admitted in its fair turn; status shows how slots are held', async () => {
+  try {
+    // Root and child delegate (the child's call is refused at maxDepth 2), then answer after a pause.
+    const steps = [{ toolCalls: [delegate] }, { text: 'done', delayMs: 400 }];
+    const a = await member(steps, 4, 1);
+    const b = await member(steps, 4, 1);
+    const [ca, cb, cc] = await Promise.all([clients.connect(a.socket), clients.connect(b.socket), clients.connect(a.socket)]);
+    const cwd = scene.dir();
+    const PER_CLIENT = 6;
+    const started = [ca!, cb!].flatMap((service, s) => Array.from({ length: PER_CLIENT }, () => startRoot(service, `client-${s}`, cwd, 2)));
+    type Sample = { held: number; lent: number; slots: number; descendants: number };
+    const samples: Sample[] = [];
+    const sample = async (): Promise<Sample[]> =>
+      Promise.all([ca!, cb!].map(async (service) => {
+        const { admission } = await service.ops.status();
+        const execution = admission.execution!;
+        return { held: execution.held, lent: execution.lent, slots: execution.slots, descendants: admission.descendants ?? 0 };
+      }));
+    // Until some member runs a nested child on a lent slot while both hold their one ticket.
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      const now = await sample();
+      samples.push(...now);
+      if (now.some((m) => m.lent > 0 && m.descendants > 0)) break;
+      if (Date.now() > deadline) throw new Error(`never saw a nested run on a lent slot: ${JSON.stringify(samples.slice(-4))}`);
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    // The third client's root, once the others' fill the pool's queue.
+    const store = await scene.records();
+    const queued = (): number => [...store.all()].filter(({ record }) => record.state === 'queued' && record.owner.startsWith('client-')).length;
+    await waitFor(() => queued() >= 4, 30_000, () => `the roots to fill the queue (${queued()} queued)`);
+    const thirdStart = startRoot(cc!, 'client-third', cwd, 2);
+    const [roots, third] = await Promise.all([Promise.all(started), thirdStart]);
+    const results = await within(120_000, 'every lineage to settle', Promise.all([...roots, third].map((r) => r.result)));
+    expect(results.map((r) => r.stopReason)).toEqual(Array(2 * PER_CLIENT + 1).fill('completed'));
+    // A member never held more tickets than its one slot; nested runs ran beside it.
+    for (const s of samples) expect(s).toMatchObject({ slots: 1 });
+    expect(Math.max(...samples.map((s) => s.held))).toBeLessThanOrEqual(1);
+    // Every root had its nested child, on its own member.
+    const listed = await ca!.ops.runs();
+    for (const root of [...roots, third]) {
+      const lineage = chain(listed, root.id);
+      expect(lineage.map((r) => r.stopReason)).toEqual(['completed', 'completed']);
+      expect(lineage[1]!.worker?.id).toBe(lineage[0]!.worker?.id);
+    }
+    // Fair turn: of the roots queued before the third client's, at most the claims already under way went first.
+    const record = (id: string) => store.seen(id)!.record;
+    const thirdRecord = record(third.id);
+    const overtook = roots.map((r) => record(r.id)).filter((r) => r.queuedAt < thirdRecord.queuedAt && r.claimedAt! > thirdRecord.queuedAt && r.claimedAt! < thirdRecord.claimedAt!);
+    const stillQueued = roots.map((r) => record(r.id)).filter((r) => r.queuedAt < thirdRecord.queuedAt && r.claimedAt! > thirdRecord.queuedAt);
+    expect(stillQueued.length).toBeGreaterThan(2);
+    expect(overtook.length).toBeLessThanOrEqual(2);
+    const after = await sample();
+    for (const m of after) expect(m).toMatchObject({ held: 0, lent: 0, descendants: 0 });
+  } finally {
+    await runs.disposeAll();
+  }
+}, 180_000);
