@@ -56,8 +56,9 @@ async function startRoot(service: RemoteSubagentService, sessionId: string, cwd:
 
 it('maxConcurrentRuns: 1, one slot — a three-level lineage completes on its root\'s one ticket, on its root\'s member', async () => {
   try {
-    const steps = [{ toolCalls: [delegate] }, { text: 'done at my level' }];
-    // The front executes its own root: before, the nested start queued behind its parent's ticket for good.
+    // The front executes its own root, which delegates once its start was answered: before, the
+    // nested start queued behind its parent's ticket for good.
+    const steps = [{ toolCalls: [delegate], delayMs: 300 }, { text: 'done at my level' }];
     const a = await member(steps, 1, 1);
     const service = await clients.connect(a.socket);
     const root = await startRoot(service, 'root', scene.dir());
