@@ -342,7 +342,7 @@ export class ClusterWorker {
       await this.scheduler.records.transition(record.runId, { ...record, state: 'settled', settledAt: isoTime(), result: { output: [], stopReason: 'aborted' }, startError: { code: 'RUN_STATE', message: gone().message } }, revision).catch(() => undefined);
       throw gone();
     }
-    const claim: Held = { run: record, revision, lease: new LentTicket(record.lease!), takeover: false };
+    const claim: Held = { run: record, revision, lease: new LentTicket(record.lease!, this.executing.get(parentRunId)!.lease.heartbeatMs), takeover: false };
     void this.perform(claim, cancel).catch((error: unknown) => this.options.log.warn({ err: error, runId: record.runId }, 'cluster: a nested run on a lent slot failed'));
   }
 

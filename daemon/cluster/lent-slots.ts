@@ -34,7 +34,10 @@ export function lentRecord(record: ClusterRun, parentRunId: string, seq: number,
  * parent (the worker lets go of both).
  */
 export class LentTicket implements Ticket {
-  constructor(readonly seq: number) {}
+  constructor(
+    readonly seq: number,
+    readonly heartbeatMs: number,
+  ) {}
 
   keepAlive(): void {}
 

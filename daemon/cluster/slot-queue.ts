@@ -125,7 +125,7 @@ function parseAckSubject(reply: string): { deliveries: number; seq: number } {
 }
 
 /** What an execution needs of its ticket: a lease of its own (Lease), or its parent's, lent (lent-slots.ts). */
-export type Ticket = Pick<Lease, 'seq' | 'keepAlive' | 'beat' | 'ack' | 'stop'>;
+export type Ticket = Pick<Lease, 'seq' | 'heartbeatMs' | 'keepAlive' | 'beat' | 'ack' | 'stop'>;
 
 export class Lease {
   /** The ticket's stream sequence: the same across redeliveries, so a run can name its lease. */
