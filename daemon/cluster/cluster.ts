@@ -203,6 +203,7 @@ export class Cluster {
 
   async close(): Promise<void> {
     await this.executor.close();
+    this.scheduler.queue.close();
     this.stopFollowing();
     this.relay.close();
     this.scheduler.records.close();

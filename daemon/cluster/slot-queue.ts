@@ -7,8 +7,7 @@
  * (the claim that follows can wait seconds on a busy KV) and acknowledges it when the run ends; a holder that dies stops heartbeating, and after ack_wait the server redelivers the
  * ticket to another member (which then takes the run over, see scheduler.ts).
  *
- * Tickets are pulled with the raw JetStream pull API (`$JS.API.CONSUMER.MSG.NEXT`, batch 1),
- * which allows a short wait and `no_wait`; the 3.x client's `fetch` needs expiry >= 1 s.
+ * Tickets are pulled in batches, as many as the member's slot loops wait for (ticket-puller.ts).
  *
  * Rules and failures:
  * - `open` creates the stream and consumer, or updates the consumer's cap and ack_wait to this
@@ -20,6 +19,7 @@
  */
 import { AckPolicy, DeliverPolicy, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
 import { nanos, type Msg } from '@nats-io/transport-node';
+import { TicketPuller } from './ticket-puller.js';
 import { withoutStacks, type NatsLink } from './nats-link.js';
 import type { ClusterNames } from './names.js';
 
@@ -33,11 +33,16 @@ export interface SlotQueueOptions {
 export const DEFAULT_ACK_WAIT_MS = 15_000;
 
 export class SlotQueue {
+  private readonly puller: TicketPuller<Lease>;
+
   private constructor(
     private readonly link: NatsLink,
     private readonly names: ClusterNames,
     readonly options: SlotQueueOptions,
-  ) {}
+  ) {
+    const api = `$JS.API.CONSUMER.MSG.NEXT.${names.queueStream}.${names.slotsConsumer}`;
+    this.puller = new TicketPuller(link, api, (msg) => new Lease(link, msg, options.ackWaitMs));
+  }
 
   static async open(link: NatsLink, names: ClusterNames, options: SlotQueueOptions): Promise<SlotQueue> {
     await ensureQueue(link.jsm, names, options);
@@ -60,18 +65,16 @@ export class SlotQueue {
   }
 
   /**
-   * The next ticket, waiting up to `waitMs` (0: only one already free), or undefined. The server
-   * gives none while `cap` tickets are out, which is what makes the cap hold.
+   * The next ticket, waiting up to `waitMs`, or undefined. The server gives none while `cap`
+   * tickets are out, which is what makes the cap hold.
    */
-  async take(waitMs: number): Promise<Lease | undefined> {
-    const { nc } = this.link;
-    const api = `$JS.API.CONSUMER.MSG.NEXT.${this.names.queueStream}.${this.names.slotsConsumer}`;
-    const request = waitMs > 0 ? { batch: 1, expires: nanos(waitMs) } : { batch: 1, no_wait: true };
-    // noMux: a pulled message arrives under its own subject, not the inbox the muxer matches on.
-    const msg = await withoutStacks(() => nc.request(api, JSON.stringify(request), { timeout: waitMs + 5000, noMux: true }));
-    // 404 (no messages), 408 (expired), 409 (limits): status-only replies, no ticket.
-    if (msg.headers?.hasError || msg.headers?.code || !msg.reply) return undefined;
-    return new Lease(this.link, msg, this.options.ackWaitMs);
+  take(waitMs: number): Promise<Lease | undefined> {
+    return this.puller.take(waitMs);
+  }
+
+  /** Stops pulling; tickets delivered but not taken yet go back to the queue at once. */
+  close(): void {
+    this.puller.close((lease) => lease.nak());
   }
 
   /** Tickets out and waiting, as the server counts them (for status and tests). */
