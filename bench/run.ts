@@ -89,7 +89,7 @@ const sections: SectionRun[] = [
   {
     name: 'upstream',
     timeoutMs: 120_000,
-    run: (cleanup, world) => upstreamBench(report, cleanup, world, { children: 40, streamLimit: 4, streamMs: q(1000, 400) }),
+    run: (cleanup, world) => upstreamBench(report, cleanup, world, { children: 40, streamLimit: 4, streamMs: q(1000, 400), poolRequests: q(1000, 200) }),
   },
   {
     name: 'memory',

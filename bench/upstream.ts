@@ -3,13 +3,14 @@
  * streams at most 4 responses at once and answers 429 with `Retry-After: 1` beyond that. Every
  * answer takes STREAM_MS. The ideal is runs × stream time ÷ limit; the ratio is the measured wall
  * time (first start to last result) over it. Rows: the endpoint's limit learned (no config), and
- * given (`endpoints.*.maxConcurrent`).
+ * given (`endpoints.*.maxConcurrent`). Then what holding the limits for a cluster costs per request (upstream-pool.ts).
  */
 import type { RemoteSubagentRun } from '../client/index.js';
 import { chunk, startChatCompletionsServer, type ScriptedResponse } from '../test/support/chat-completions-server.js';
 import { abortSignal, clients, daemonProcess } from './daemons.js';
 import { Cleanup, withTimeout } from './procs.js';
 import type { Report } from './report.js';
+import { poolPermitsTable } from './upstream-pool.js';
 import { ms, pct, ratio } from './stats.js';
 import { Table } from './table.js';
 import type { BenchWorld } from './workspace.js';
@@ -18,6 +19,8 @@ export interface UpstreamOptions {
   readonly children: number;
   readonly streamLimit: number;
   readonly streamMs: number;
+  /** Permits through the pool-wide limit (upstream-pool.ts). */
+  readonly poolRequests: number;
 }
 
 function answer(streamMs: number): ScriptedResponse {
@@ -84,4 +87,5 @@ export async function upstreamBench(report: Report, cleanup: Cleanup, world: Ben
   table.note('Wall time runs from the first start to the last result, starts (and the SDK loading once) included.');
   report.table(table);
   report.verdict(`${children} children vs a ${streamLimit}-stream limit within 1.3× the ideal`, `${ratio(worst)} (worse row)`, worst <= 1.3);
+  await poolPermitsTable(report, cleanup, { requests: options.poolRequests });
 }
