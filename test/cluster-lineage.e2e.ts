@@ -11,7 +11,7 @@ import { expect, it } from 'vitest';
 import type { RemoteSubagentService } from '../client/index.js';
 import type { RunInfo, SubagentResult } from '../protocol/index.js';
 import { clusterScene } from './support/cluster-scene.js';
-import { waitFor, type DaemonProcess } from './support/daemon-process.js';
+import { killAndWait, waitFor, type DaemonProcess } from './support/daemon-process.js';
 import { RunPool } from './support/e2e-daemon.js';
 
 const scene = clusterScene('subagentd-cluster-lineage-');
@@ -21,12 +21,12 @@ const prompt = [{ type: 'text' as const, text: 'start' }];
 const delegate = { name: 'subagent', arguments: { description: 'one level deeper', prompt: 'delegate this again' } };
 
 /** A member whose in-process children delegate with the `subagent` tool, following `steps`. */
-function member(steps: unknown[], cap: number, slots: number): Promise<DaemonProcess> {
+function member(steps: unknown[], cap: number, slots: number, ackWaitMs = 15_000): Promise<DaemonProcess> {
   const script = join(scene.dir(), `script-${steps.length}-${JSON.stringify(steps).length}.json`);
   writeFileSync(script, JSON.stringify({ steps }));
   return scene.member(
     { delegation: { spawn: { providers: ['spawn'] } }, model: { default: `scripted:${script}` }, limits: { maxConcurrentRuns: cap } },
-    { ackWaitMs: 15_000, slots },
+    { ackWaitMs, slots },
   );
 }
 
@@ -147,3 +147,32 @@ it('2 members, one slot each — 2 clients × 6 delegating roots all settle; a t
     await runs.disposeAll();
   }
 }, 180_000);
+
+it('kill -9 of the member executing a lineage: the parent is taken over under its own ticket, the nested run it lent its slot to is ended, and the root completes', async () => {
+  try {
+    // The child works for a while after its own (refused) delegation: long enough to kill its member then.
+    const steps = [{ toolCalls: [delegate], delayMs: 300 }, { text: 'done', delayMs: 4000 }];
+    const ackWaitMs = 2000;
+    const front = await member(steps, 1, 0, ackWaitMs);
+    const executors = [await member(steps, 1, 1, ackWaitMs), await member(steps, 1, 1, ackWaitMs)];
+    const ids = await Promise.all(executors.map(async (m) => (await (await clients.connect(m.socket)).ops.status()).worker!.id));
+    const store = await scene.records();
+    const service = await clients.connect(front.socket);
+    const root = await startRoot(service, 'root', scene.dir(), 2);
+    const child = () => [...store.all()].map((e) => e.record).find((r) => r.lentBy === root.id);
+    await waitFor(() => child()?.childId !== undefined, 30_000, () => 'the nested run to start on its parent\'s slot');
+    const lent = child()!;
+    const doomed = ids.indexOf(lent.worker!.id);
+    expect(lent).toMatchObject({ state: 'running', lease: store.seen(root.id)!.record.lease });
+    await killAndWait(executors[doomed]!);
+    expect(await within(60_000, 'the root after its member died', root.result)).toMatchObject({ stopReason: 'completed' });
+    const parent = store.seen(root.id)!.record;
+    expect(parent).toMatchObject({ attempt: 2, worker: { id: ids[1 - doomed] } });
+    // The nested run its dead member left behind was ended by the member that took its parent over.
+    await waitFor(() => store.seen(lent.runId)!.record.state !== 'running', 10_000, () => 'the left-behind nested run to be ended');
+    expect(store.seen(lent.runId)!.record).toMatchObject({ state: 'settled', result: { stopReason: 'aborted' } });
+    expect(store.seen(lent.runId)!.record.result!.diagnostic).toContain(`taken over from ${ids[doomed]}`);
+  } finally {
+    await runs.disposeAll();
+  }
+}, 120_000);
