@@ -42,17 +42,32 @@ export interface StartKeyStore {
   claim(owner: string, key: string, runId: string, signal: AbortSignal): Promise<KeyClaim>;
 }
 
-interface Entry {
+/** A first start still being made: the repeats that wait for it. */
+interface Pending {
   readonly at: number;
-  run?: KeyedRun;
-  readonly made: Promise<KeyedRun | undefined>;
+  waiting?: Array<(run: KeyedRun | undefined) => void>;
+}
+
+/**
+ * A first start that made its run. One small object per key and nothing else (no promise, no
+ * closure): a busy daemon holds up to `maxEntries` of them for the whole window, and each one is
+ * copied out of the young generation and traced by every full GC for as long as it is held.
+ */
+class Made implements KeyedRun {
+  constructor(
+    /** When the first start came, in ms since the store was made (a small integer, not a boxed number). */
+    readonly at: number,
+    readonly runId: string,
+    readonly runToken: string,
+  ) {}
 }
 
 export const DEFAULT_IDEMPOTENCY_WINDOW_MS = 10 * 60_000;
 const MAX_ENTRIES = 100_000;
 
 export class StartKeys implements StartKeyStore {
-  private readonly entries = new Map<string, Entry>();
+  private readonly entries = new Map<string, Pending | Made>();
+  private readonly epoch = Date.now();
 
   constructor(
     private readonly windowMs = DEFAULT_IDEMPOTENCY_WINDOW_MS,
@@ -63,36 +78,39 @@ export class StartKeys implements StartKeyStore {
   async claim(owner: string, key: string, runId: string): Promise<KeyClaim> {
     const scope = `${owner}\n${key}`;
     for (;;) {
-      this.prune();
+      const now = Date.now() - this.epoch;
+      this.prune(now);
       const entry = this.entries.get(scope);
-      if (!entry) return this.open(scope, runId);
-      if (entry.run) return { run: entry.run };
-      const run = await entry.made;
+      if (!entry) return this.open(scope, runId, now);
+      if (entry instanceof Made) return { run: entry };
+      const run = await new Promise<KeyedRun | undefined>((resolve) => (entry.waiting ??= []).push(resolve));
       if (run) return { run };
       // The first start failed and forgot the key: this one makes it (unless another got there first).
     }
   }
 
-  private open(scope: string, runId: string): FirstStart {
-    let settle!: (run: KeyedRun | undefined) => void;
-    const entry: Entry = { at: Date.now(), made: new Promise((resolve) => (settle = resolve)) };
-    this.entries.set(scope, entry);
+  private open(scope: string, runId: string, now: number): FirstStart {
+    const pending: Pending = { at: now };
+    this.entries.set(scope, pending);
     return {
       runId,
       first: (run) => {
-        if (run) entry.run = run;
-        else if (this.entries.get(scope) === entry) this.entries.delete(scope);
-        settle(run);
+        // Still this start's key (not dropped past the bound meanwhile): it keeps its place in the order.
+        if (this.entries.get(scope) === pending) {
+          if (run) this.entries.set(scope, new Made(pending.at, run.runId, run.runToken));
+          else this.entries.delete(scope);
+        }
+        for (const waiter of pending.waiting ?? []) waiter(run);
       },
     };
   }
 
   /** Entries are in the order they were made: expired ones, and any past the bound, leave from the front. */
-  private prune(): void {
-    const expired = Date.now() - this.windowMs;
+  private prune(now: number): void {
+    const expired = now - this.windowMs;
     for (const [scope, entry] of this.entries) {
       if (entry.at > expired && this.entries.size < this.maxEntries) break;
-      if (!entry.run && entry.at > expired) break; // a start still being made keeps its key
+      if (!(entry instanceof Made) && entry.at > expired) break; // a start still being made keeps its key
       this.entries.delete(scope);
     }
   }
