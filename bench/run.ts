@@ -93,8 +93,8 @@ const sections: SectionRun[] = [
   },
   {
     name: 'memory',
-    timeoutMs: 120_000,
-    run: () => memoryBench(report, { mib: q(50, 10) }),
+    timeoutMs: 300_000,
+    run: () => memoryBench(report, { floodMib: q(50, 10), nonReaderMib: q(20, 5) }),
   },
   {
     name: 'long-run',

@@ -15,7 +15,7 @@ export const DEFAULT_MAX_OUTPUT_BYTES = 2 * 1024 * 1024;
 /** Default cap on the output kept in a run's stored record (the run index line). */
 export const DEFAULT_MAX_STORED_OUTPUT_BYTES = 256 * 1024;
 /** Appended where text was cut. */
-export const TRUNCATION_MARKER = '\n…[truncated by subagentd]';
+export const TRUNCATION_MARKER = '\n...[truncated by subagentd]';
 
 /** What the diagnostic says about a cut: which part, at which cap. */
 export function truncationNote(what: 'output' | 'event stream' | 'stored output', capBytes: number): string {
@@ -27,7 +27,11 @@ export function capText(text: string, maxBytes: number): { text: string; truncat
   // Cheap exit: a UTF-16 length within a third of the cap cannot exceed it in UTF-8.
   if (text.length * 3 <= maxBytes || Buffer.byteLength(text, 'utf8') <= maxBytes) return { text, truncated: false };
   const room = Math.max(0, maxBytes - Buffer.byteLength(TRUNCATION_MARKER, 'utf8'));
-  const bytes = Buffer.from(text.slice(0, room), 'utf8');
+  // A prefix of one-byte characters is cut where it stands: the slice shares the text's memory,
+  // where a round trip through a Buffer would hold a second copy of a cut output as long as its run.
+  const prefix = text.slice(0, room);
+  if (Buffer.byteLength(prefix, 'utf8') === prefix.length) return { text: prefix + TRUNCATION_MARKER, truncated: true };
+  const bytes = Buffer.from(prefix, 'utf8');
   let end = Math.min(room, bytes.length);
   while (end > 0 && ((bytes[end] ?? 0) & 0xc0) === 0x80) end--;
   return { text: bytes.subarray(0, end).toString('utf8') + TRUNCATION_MARKER, truncated: true };
