@@ -65,8 +65,23 @@ it('maxConcurrentRuns: 1, one slot — a three-level lineage completes on its ro
     expect(await within(30_000, 'the lineage on one ticket', root.result)).toMatchObject({ stopReason: 'completed' });
     const lineage = chain(await service.ops.runs(), root.id);
     expect(lineage.map((r) => r.stopReason)).toEqual(['completed', 'completed', 'completed']);
+    // The root's front executes it: the nested runs are its client's, as on a single daemon.
+    expect(lineage.map((r) => r.mine)).toEqual([true, true, true]);
     // Each child ran on the slot its waiting parent lent it: on the root's member.
     expect(new Set(lineage.map((r) => r.worker?.id)).size).toBe(1);
+  } finally {
+    await runs.disposeAll();
+  }
+}, 60_000);
+
+it('a root that delegates at once, before its start was answered: its lineage completes, and is its client\'s', async () => {
+  try {
+    const a = await member([{ toolCalls: [delegate] }, { text: 'done at my level' }], 1, 1);
+    const service = await clients.connect(a.socket);
+    const root = await startRoot(service, 'root', scene.dir());
+    expect(await within(30_000, 'the lineage', root.result)).toMatchObject({ stopReason: 'completed' });
+    const lineage = chain(await service.ops.runs(), root.id);
+    expect(lineage.map((r) => [r.stopReason, r.mine])).toEqual([['completed', true], ['completed', true], ['completed', true]]);
   } finally {
     await runs.disposeAll();
   }
@@ -84,6 +99,8 @@ it('a front that executes nothing: the lineage runs on the member executing its 
     expect(lineage.map((r) => r.stopReason)).toEqual(['completed', 'completed', 'completed']);
     const executorId = (await (await clients.connect(executor.socket)).ops.status()).worker?.id;
     expect(lineage.map((r) => r.worker?.id)).toEqual([executorId, executorId, executorId]);
+    // Away from the root's front, the nested runs belong to the member executing their parents.
+    expect(lineage.map((r) => r.mine)).toEqual([true, false, false]);
   } finally {
     await runs.disposeAll();
   }

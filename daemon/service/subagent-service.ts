@@ -350,12 +350,13 @@ export class SubagentService {
   }
 
   /**
-   * Who a nested start of `parentRunId` belongs to: the parent's owner, or, for a parent this
-   * cluster member executes for another member's client, this member (EXECUTING_MEMBER): the
-   * child runs here on the slot its parent lends it (daemon/cluster/lent-slots.ts).
+   * Who a nested start of `parentRunId` belongs to: the parent's owner (also while the parent's
+   * own start is still being answered: a pooled child may delegate in its first step), or, for a
+   * parent this cluster member executes for another member's client, this member
+   * (EXECUTING_MEMBER): the child runs here on the slot its parent lends it (daemon/cluster/lent-slots.ts).
    */
   delegatorOf(parentRunId: string): RunOwner | undefined {
-    return this.ownerOf(parentRunId) ?? (this.ledger.executesHere?.(parentRunId) ? EXECUTING_MEMBER : undefined);
+    return this.ownerOf(parentRunId) ?? this.table.starting.get(parentRunId)?.owner ?? (this.ledger.executesHere?.(parentRunId) ? EXECUTING_MEMBER : undefined);
   }
 
   async dispose(runId: string, owner: RunOwner): Promise<void> {
