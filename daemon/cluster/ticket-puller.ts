@@ -35,6 +35,7 @@ export class TicketPuller<T> {
   /** Tickets asked of the server and not delivered yet (outstanding pulls' remaining batches). */
   private requested = 0;
   private closed = false;
+  private pumping = false;
 
   constructor(
     private readonly link: NatsLink,
@@ -73,7 +74,17 @@ export class TicketPuller<T> {
     for (const ticket of this.held.splice(0)) release(ticket);
   }
 
+  /** Asks once the current burst is over: loops that start (or come back) together share one pull. */
   private pump(): void {
+    if (this.pumping) return;
+    this.pumping = true;
+    queueMicrotask(() => {
+      this.pumping = false;
+      this.ask();
+    });
+  }
+
+  private ask(): void {
     if (this.closed || !this.link.online) return;
     const want = this.takers.length - this.requested;
     if (want <= 0) return;
