@@ -3,8 +3,8 @@
  * in one JetStream KV key per endpoint (its identity hashed: never the key), changed only by
  * compare-and-set, so every rule a single daemon keeps holds for the pool:
  * - the adaptive concurrency limit: a 429/503 seen by any member cuts it for all, successes probe
- *   it back up; `maxConcurrent` caps it. Each request in flight is a leased holder in the key; a
- *   lease (LEASE_MS) bounds what a member that died holding permits keeps.
+ *   it back up; `maxConcurrent` caps it. Each request in flight is a leased holder in the key,
+ *   renewed while it lives; a lease (LEASE_MS) bounds what a member that died holding permits keeps.
  * - a `Retry-After` (or any 429/503): the pause is written into the key; no member sends before it ends.
  * - `requestsPerMinute` and `tokensPerMinute`: sliding windows of the pool's sends and tokens
  *   (a request reserves tokens at its send, its usage replaces the reservation at its end).
@@ -16,8 +16,12 @@ import { createHash, randomUUID } from '../../common/node-builtins.js';
 import { admit, markServing, newLimitState, settle, view, type Holder, type LimitState, type WindowLimits } from './limit-state.js';
 import type { SharedLimit, SharedPermit } from './shared-limit.js';
 
-/** Longer than a model step may take (10 min by default), so a live request never loses its permit. */
-export const LEASE_MS = 11 * 60_000;
+/**
+ * A held permit's lease, renewed every RENEW_MS while its request lives: a member that dies (its
+ * requests with it) frees its permits within LEASE_MS, and the pool's limit is not held by the dead.
+ */
+export const LEASE_MS = 30_000;
+const RENEW_MS = 10_000;
 /** How often a member that found the pool full looks again. */
 const POLL_MS = 50;
 /** The longest sleep while only time (a pause, a window) stands in the way: a cancel is heard sooner. */
@@ -31,6 +35,9 @@ export class KvPermits {
   private readonly seen = new Map<string, LimitState>();
   /** One member's writes to one key go in order (a release lands before the next ask). */
   private readonly tails = new Map<string, Promise<unknown>>();
+  /** The permits this member holds, by key, with the limits they were taken under: their leases are renewed. */
+  private readonly held = new Map<string, { ids: Set<string>; limits: WindowLimits }>();
+  private renewer: NodeJS.Timeout | undefined;
 
   private constructor(private readonly kv: KV) {}
 
@@ -66,6 +73,7 @@ export class KvPermits {
         await sleep(decision.waitMs, signal);
         continue;
       }
+      this.hold(key, id, limits);
       let released = false;
       const write = (edit: (state: LimitState, now: number) => void): void => {
         void this.change(key, limits, (state, now) => {
@@ -80,9 +88,44 @@ export class KvPermits {
         release: (outcome) => {
           if (released) return;
           released = true;
+          this.unhold(key, id);
           write((state, now) => settle(state, limits, id, outcome, now));
         },
       };
+    }
+  }
+
+  private hold(key: string, id: string, limits: WindowLimits): void {
+    const entry = this.held.get(key) ?? { ids: new Set<string>(), limits };
+    entry.ids.add(id);
+    entry.limits = limits;
+    this.held.set(key, entry);
+    if (this.renewer === undefined) {
+      this.renewer = setInterval(() => this.renew(), RENEW_MS);
+      this.renewer.unref();
+    }
+  }
+
+  private unhold(key: string, id: string): void {
+    const entry = this.held.get(key);
+    entry?.ids.delete(id);
+    if (entry?.ids.size === 0) this.held.delete(key);
+    if (this.held.size === 0 && this.renewer !== undefined) {
+      clearInterval(this.renewer);
+      this.renewer = undefined;
+    }
+  }
+
+  /** One write per key extends the leases of every permit this member still holds there. */
+  private renew(): void {
+    for (const [key, { ids, limits }] of this.held) {
+      void this.change(key, limits, (state, now) => {
+        for (const id of ids) {
+          const holder = state.h[id];
+          if (holder !== undefined) holder.u = now + LEASE_MS;
+        }
+        return { next: state };
+      }).catch(() => undefined); // the next renewal tries again, well within the lease
     }
   }
 
