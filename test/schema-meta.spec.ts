@@ -76,6 +76,10 @@ describe("the build's ahead-of-time config validator (dist/daemon/config-validat
       { bogus: 1, maxConnections: 0 },
       { tcp: { host: '127.0.0.1' } },
       { providers: [{ name: 'a', type: 'acp', command: 'x', permission: 'sometimes' }] },
+      // A section checked by a function of its own (scripts/config-validator.ts): the same errors and paths.
+      { limits: { maxConcurrentRuns: 0, bogus: true }, providerModules: [''], model: { default: 5 } },
+      { cluster: { ackWaitMs: -1 }, endpoints: { '*': { maxConcurrent: 'x' } }, tools: { shell: 'yes' } },
+      { limits: { maxConcurrentRuns: 4 }, worktrees: { cleanup: 'sometimes' }, tracing: 1, metrics: [] },
       [],
     ];
     for (const input of inputs) {
