@@ -6,7 +6,6 @@ import { ConfigError, type DaemonConfig } from '../daemon/config.js';
 import { createDaemon, type Daemon } from '../daemon/daemon.js';
 import { DaemonSettings } from '../daemon/ops/reload.js';
 import { Upstream } from '../daemon/upstream/upstream.js';
-import { TokenBudgets } from '../daemon/upstream/token-budgets.js';
 import { DEFAULT_ADMISSION_LIMITS } from '../daemon/store/admission-queue.js';
 import { createLogger } from '../daemon/ops/logger.js';
 import { stateFiles } from '../daemon/ops/paths.js';
@@ -61,9 +60,10 @@ export async function daemonCommand(argv: string[]): Promise<number> {
   // One governor per model endpoint for every child of every client (daemon/upstream/).
   const upstream = new Upstream(settings.config.endpoints);
   const { lineageTokens, clientTokensPerDay } = settings.config.limits ?? {};
+  // Token budgets (and their module) only when a limit asks for them.
   const budgets =
     lineageTokens !== undefined || clientTokensPerDay !== undefined
-      ? new TokenBudgets(join(settings.stateDir, 'token-usage.json'), { lineageTokens, clientTokensPerDay })
+      ? new (await import('../daemon/upstream/token-budgets.js')).TokenBudgets(join(settings.stateDir, 'token-usage.json'), { lineageTokens, clientTokensPerDay })
       : undefined;
   const reloadable = new DaemonSettings(settings.configPath, settings.config, settings.stateDir, env, log, upstream);
   // Nested delegation: spawn/fork children get the subagent tool, mounted once the service exists.

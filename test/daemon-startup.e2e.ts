@@ -88,6 +88,8 @@ it('loads only the daemon at start: no client side, faces, agent runtime, SDKs, 
     '/dist/daemon/ui/',
     '/node_modules/prom-client/',
     '/node_modules/@opentelemetry/',
+    // Token budgets load only when limits.lineageTokens or limits.clientTokensPerDay is set.
+    '/dist/daemon/upstream/token-budgets.js',
   ];
   // (The model adapter's request hook, telemetry/model-requests.js, is a few dependency-free lines.)
   expect(loaded.filter((url) => unwanted.some((part) => url.includes(part)) && !url.endsWith('/dist/daemon/telemetry/model-requests.js'))).toEqual([]);
