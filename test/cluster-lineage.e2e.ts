@@ -9,10 +9,11 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import type { RemoteSubagentService } from '../client/index.js';
-import type { RunInfo, SubagentResult } from '../protocol/index.js';
+import type { SubagentResult } from '../protocol/index.js';
 import { clusterScene } from './support/cluster-scene.js';
 import { killAndWait, waitFor, type DaemonProcess } from './support/daemon-process.js';
 import { RunPool } from './support/e2e-daemon.js';
+import { chain, within } from './support/lineage.js';
 
 const scene = clusterScene('subagentd-cluster-lineage-');
 const { clients } = scene;
@@ -30,24 +31,7 @@ function member(steps: unknown[], cap: number, slots: number, ackWaitMs = 15_000
   );
 }
 
-/** Rejects with `what` after `ms`: a deadlock fails the test instead of hanging it. */
-function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const bound = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: still waiting after ${ms} ms`)), ms)));
-  return Promise.race([promise, bound]).finally(() => clearTimeout(timer));
-}
 
-/** The lineage of `all`, root first, following parentRunId. */
-function chain(all: RunInfo[], rootId: string): RunInfo[] {
-  const out: RunInfo[] = [];
-  let next = all.find((r) => r.runId === rootId);
-  while (next) {
-    out.push(next);
-    const parent: string = next.runId;
-    next = all.find((r) => r.parentRunId === parent);
-  }
-  return out;
-}
 
 async function startRoot(service: RemoteSubagentService, sessionId: string, cwd: string, maxDepth?: number): Promise<{ id: string; result: Promise<SubagentResult> }> {
   const run = runs.track(await service.start('spawn', { prompt, parent: { sessionId, cwd }, signal: new AbortController().signal, ...(maxDepth !== undefined && { maxDepth }) }));

@@ -10,6 +10,7 @@ import { afterEach, expect, it } from 'vitest';
 import type { RunInfo, StartProgress } from '../protocol/index.js';
 import { makeTempDir, type DaemonProcess } from './support/daemon-process.js';
 import { ClientPool, RunPool, startE2eDaemon } from './support/e2e-daemon.js';
+import { chain, within } from './support/lineage.js';
 import { RawPeer } from './support/raw-peer.js';
 
 const clients = new ClientPool();
@@ -37,24 +38,7 @@ async function daemonWithScript(steps: unknown[], config: Record<string, unknown
   return daemon;
 }
 
-/** Rejects with `what` after `ms`: a deadlock fails the test instead of hanging it. */
-function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const bound = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: still waiting after ${ms} ms`)), ms)));
-  return Promise.race([promise, bound]).finally(() => clearTimeout(timer));
-}
 
-/** The lineage of `all`, root first, following parentRunId. */
-function chain(all: RunInfo[], rootId: string): RunInfo[] {
-  const out: RunInfo[] = [];
-  let next = all.find((r) => r.runId === rootId);
-  while (next) {
-    out.push(next);
-    const parent: string = next.runId;
-    next = all.find((r) => r.parentRunId === parent);
-  }
-  return out;
-}
 
 const prompt = [{ type: 'text' as const, text: 'start' }];
 

@@ -9,6 +9,7 @@ import { afterEach, expect, it } from 'vitest';
 import type { RunInfo } from '../protocol/index.js';
 import { makeTempDir, type DaemonProcess } from './support/daemon-process.js';
 import { ClientPool, RunPool, startE2eDaemon } from './support/e2e-daemon.js';
+import { chain } from './support/lineage.js';
 
 const clients = new ClientPool();
 const runs = new RunPool();
@@ -33,17 +34,6 @@ async function daemonWithScript(steps: unknown[]): Promise<DaemonProcess> {
   return daemon;
 }
 
-/** The lineage of `runs`, root first, following parentRunId. */
-function chain(all: RunInfo[]): RunInfo[] {
-  const out: RunInfo[] = [];
-  let next = all.find((r) => r.parentRunId === undefined);
-  while (next) {
-    out.push(next);
-    const parent: string = next.runId;
-    next = all.find((r) => r.parentRunId === parent);
-  }
-  return out;
-}
 
 it('three levels delegate inside the daemon; the third is refused at the cap (3), and the answers come back up', async () => {
   const d = await daemonWithScript([{ toolCalls: [delegate] }, { text: 'done at my level' }]);
