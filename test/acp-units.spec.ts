@@ -7,7 +7,7 @@ import { mkdtemp, rm, writeFile, chmod } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { RunEvent } from '../protocol/index.js';
+import { TRUNCATION_MARKER, truncationNote, type RunEvent } from '../protocol/index.js';
 import { ByteRing } from '../daemon/providers/acp/byte-ring.js';
 import { buildChildEnv, resolveCommand } from '../daemon/providers/acp/child-env.js';
 import { resolveAcpConfig } from '../daemon/providers/acp/config.js';
@@ -214,6 +214,25 @@ describe('Turn', () => {
     expect(turn.finalText()).toBe('second');
     turn.finish('end_turn');
     expect(await turn.result).toEqual({ output: [{ type: 'text', text: 'second' }], stopReason: 'completed' });
+  });
+
+  it('cuts its output to the cap itself, whole characters and the marker, and names the cut first in the diagnostic', async () => {
+    const cap = 64;
+    const turn = new Turn({ emit: () => undefined, structured: undefined, onCancel: () => {}, maxOutputBytes: cap });
+    for (let i = 0; i < 10; i++) turn.applyUpdate(chunk('ü✓x'.repeat(4)));
+    turn.fail('the agent went away');
+    const result = await turn.result;
+    const text = result.output[0]?.type === 'text' ? result.output[0].text : '';
+    expect(Buffer.byteLength(text)).toBeLessThanOrEqual(cap);
+    expect(text.endsWith(TRUNCATION_MARKER)).toBe(true);
+    expect(text.startsWith('ü✓x')).toBe(true);
+    expect(text).not.toContain('\ufffd');
+    expect(result.diagnostic).toBe(`${truncationNote('output', cap)}; the agent went away`);
+    // An answer within the cap is left as it is, with no note.
+    const small = new Turn({ emit: () => undefined, structured: undefined, onCancel: () => {}, maxOutputBytes: cap });
+    small.applyUpdate(chunk('short'));
+    small.finish('end_turn');
+    expect(await small.result).toEqual({ output: [{ type: 'text', text: 'short' }], stopReason: 'completed' });
   });
 
   it('settles once: a cancel wins over a later answer and silences later updates', async () => {

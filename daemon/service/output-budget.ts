@@ -2,8 +2,8 @@
  * The daemon's byte bounds on what one run sends and returns (protocol/output-cap.ts holds the
  * numbers and the marker). A run's event stream may carry `cap` bytes; the event that would cross
  * it is replaced by one marker delta, and everything after is dropped. A run's output is cut to
- * `cap` bytes when it settles. Each cut is named in the result's diagnostic, so the owner learns
- * it from the result as well as from the marker.
+ * `cap` bytes when it settles (unless its provider already did). Each cut is named in the
+ * result's diagnostic, so the owner learns it from the result as well as from the marker.
  */
 import { boundDiagnostic, capBlocks, truncationNote, TRUNCATION_MARKER, type RunEvent, type SubagentResult } from '../../protocol/index.js';
 import { sessionEventJson } from '../store/session-event-json.js';
@@ -35,7 +35,12 @@ export class StreamBudget {
 export function boundedResult(result: SubagentResult, capBytes: number, streamCut: boolean): SubagentResult {
   const output = capBlocks(result.output, capBytes);
   if (!output.truncated && !streamCut) return result;
+  // A provider may cut its output to the cap itself, where its text is (an ACP turn does: its
+  // result is then the answer's only copy), naming the cut first: the note keeps its place.
+  const outputNote = truncationNote('output', capBytes);
+  const named = result.diagnostic?.startsWith(outputNote) === true;
+  const rest = named ? result.diagnostic?.slice(outputNote.length).replace(/^; /, '') : result.diagnostic;
   // The cuts first: bounding the diagnostic to its 4 KiB must never drop what was cut.
-  const notes = [output.truncated ? truncationNote('output', capBytes) : undefined, streamCut ? truncationNote('event stream', capBytes) : undefined, result.diagnostic];
+  const notes = [output.truncated || named ? outputNote : undefined, streamCut ? truncationNote('event stream', capBytes) : undefined, rest];
   return { ...result, output: output.blocks, diagnostic: boundDiagnostic(notes.filter((note) => note !== undefined && note !== '').join('; ')) };
 }

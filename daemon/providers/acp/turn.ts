@@ -4,7 +4,7 @@
  * on the agent's stop reason, a local cancel, or a failure of the agent or its connection.
  */
 import type * as acp from '@agentclientprotocol/sdk';
-import { DEFAULT_MAX_OUTPUT_BYTES, boundDiagnostic, type ContentBlock, type RunEvent, type SubagentResult, type SubagentStopReason } from '../../../protocol/index.js';
+import { DEFAULT_MAX_OUTPUT_BYTES, boundDiagnostic, capBlocks, truncationNote, type ContentBlock, type RunEvent, type SubagentResult, type SubagentStopReason } from '../../../protocol/index.js';
 import { mapStopReason } from './stop-reason.js';
 import type { StructuredOutput } from './structured-output.js';
 
@@ -14,8 +14,8 @@ export interface TurnOptions {
   /** Runs once when the turn is cancelled locally: tell the agent (`session/cancel`). */
   readonly onCancel: () => void;
   /**
-   * Text kept per message beyond which chunks are dropped: the service cuts the output to this
-   * cap and says so (service/output-budget.ts), so holding more would only cost memory.
+   * The run's output cap (the service's, service/output-budget.ts): text kept per message beyond
+   * it is dropped, and the turn's output is cut to it here, where the text is (see `resolveWith`).
    */
   readonly maxOutputBytes?: number;
 }
@@ -32,7 +32,7 @@ export class Turn {
   private settle!: (result: SubagentResult) => void;
   private outcome: SubagentStopReason | undefined;
   private readonly cancelled = new AbortController();
-  private readonly messages: Message[] = [];
+  private messages: Message[] = [];
   /** A tool call happened since the last chunk: the next chunk starts a new message. */
   private boundary = true;
   private readonly toolNames = new Map<string, string>();
@@ -146,7 +146,23 @@ export class Turn {
 
   private resolveWith(result: SubagentResult): void {
     this.outcome = result.stopReason;
-    this.settle(this.withDenials(result));
+    // The result holds the output now; the messages would keep a second copy of a cut answer's
+    // text for as long as the run is kept.
+    this.messages = [];
+    this.settle(this.withDenials(this.capped(result)));
+  }
+
+  /**
+   * The output cut to the cap, the cut named first in the diagnostic (as the service names it).
+   * Cut here, the provider's result is the only copy of the answer: a cut made by the service
+   * from the provider's text would be a second one, kept beside it for as long as the run is.
+   */
+  private capped(result: SubagentResult): SubagentResult {
+    const cap = this.options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
+    const output = capBlocks(result.output, cap);
+    if (!output.truncated) return result;
+    const notes = [truncationNote('output', cap), result.diagnostic].filter((note) => note !== undefined && note !== '');
+    return { ...result, output: output.blocks, diagnostic: boundDiagnostic(notes.join('; ')) };
   }
 
   /** Adds the list of refusals to the diagnostic, after whatever the diagnostic already says. */
