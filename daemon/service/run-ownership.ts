@@ -53,16 +53,21 @@ export interface StartAnswer {
   whenSent(runId: string, then: () => void): void;
 }
 
+/** An owner that is told nothing: its runs' client tools fail with `toolError`, prompts are cancelled. */
+function silentOwner(id: string, open: boolean, toolError: string): RunOwner {
+  return {
+    id,
+    open,
+    notifyStart: () => undefined,
+    notifyEnd: () => undefined,
+    notifyRunEvent: () => undefined,
+    callTool: () => Promise.reject(new Error(toolError)),
+    askPermission: () => Promise.resolve({ outcome: 'cancelled' }),
+  };
+}
+
 /** Stands in for a connection that went away: nothing is delivered, tools fail, prompts are cancelled. */
-export const DETACHED: RunOwner = {
-  id: 'detached',
-  open: false,
-  notifyStart: () => undefined,
-  notifyEnd: () => undefined,
-  notifyRunEvent: () => undefined,
-  callTool: () => Promise.reject(new Error('the client that hosts this tool has disconnected')),
-  askPermission: () => Promise.resolve({ outcome: 'cancelled' }),
-};
+export const DETACHED: RunOwner = silentOwner('detached', false, 'the client that hosts this tool has disconnected');
 
 /**
  * Owns the nested runs a cluster member starts for a parent it executes for another member's
@@ -70,15 +75,7 @@ export const DETACHED: RunOwner = {
  * delivered (the root's client sees them in `runs/list` on any member), client tools fail,
  * permission prompts are cancelled.
  */
-export const EXECUTING_MEMBER: RunOwner = {
-  id: 'executing-member',
-  open: true,
-  notifyStart: () => undefined,
-  notifyEnd: () => undefined,
-  notifyRunEvent: () => undefined,
-  callTool: () => Promise.reject(new Error('a nested run executing away from its root\'s client has no client tools')),
-  askPermission: () => Promise.resolve({ outcome: 'cancelled' }),
-};
+export const EXECUTING_MEMBER: RunOwner = silentOwner('executing-member', true, "a nested run executing away from its root's client has no client tools");
 
 let pool = Buffer.alloc(0);
 function random(n: number): Buffer {
