@@ -2,7 +2,7 @@
  * The daemon as a library: a service with its providers, served over a unix socket and/or any
  * stream pair (stdio), with its identity, status and an orderly shutdown.
  *
- * Why one file of this length: it is the composition root, wiring the store, the service, the
+ * Why this file is long: it is the composition root, wiring the store, the service, the
  * listeners, the cluster, the worktrees, the web view and shutdown in the order start-up and
  * shutdown need; each wired part lives in its own room. The listener caps and displacement are
  * the piece to move into daemon/listen/ next.

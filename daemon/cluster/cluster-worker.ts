@@ -35,7 +35,7 @@
  * - `close` (daemon stop) stops pulling and lets go of the runs executing here without
  *   recording an outcome: their tickets come back after ack_wait and another member continues them.
  *
- * Why one file of this length: a fresh claim, a takeover, a resume and a parked start all end in
+ * Why this file is long: a fresh claim, a takeover, a resume and a parked start all end in
  * the same outcome write and ticket acknowledgement, in one order that the lease rules depend on.
  * The takeover's session rebuild is the part to move out next.
  */

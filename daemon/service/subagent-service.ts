@@ -21,7 +21,7 @@
  * - A shutdown refuses new starts; a drain waits up to its timeout, then checkpoints what can be
  *   continued by the next daemon and disposes everything.
  *
- * Why one file of this length: it is the one place where a start's steps meet in order (checks,
+ * Why this file is long: it is the one place where a start's steps meet in order (checks,
  * idempotency key, admission or a lent lineage slot, provider, publish, observers), and each step's
  * rule lives in the module named above. The start path is the piece to move into its own module
  * (run-start.ts) next.

@@ -23,7 +23,7 @@
  * one request's state and decide together when a step has failed; the message conversion already
  * lives apart (chat-messages.ts).
  *
- * Why one file of this length: a step's retry loop, its two watchdogs, the endpoint permit and the
+ * Why this file is long: a step's retry loop, its two watchdogs, the endpoint permit and the
  * stream parse share one attempt's state (what arrived, which timer runs, whether a retry is still
  * allowed), and splitting them would pass that state around. The next piece to move out is the
  * chunk-to-step assembly (tool-call deltas), which needs none of it.
