@@ -5,14 +5,15 @@
  * `cluster.slots`. Real nats-server, real members (the built CLI), the scripted model: every
  * level replays the same script (call `subagent`, then answer), capped by the lineage's depth.
  */
-import { writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import type { RemoteSubagentService } from '../client/index.js';
-import type { SubagentResult } from '../protocol/index.js';
+import type { RunInfo, SubagentResult } from '../protocol/index.js';
 import { clusterScene } from './support/cluster-scene.js';
 import { killAndWait, waitFor, type DaemonProcess } from './support/daemon-process.js';
 import { RunPool } from './support/e2e-daemon.js';
+import { pollUntil } from './support/load-daemon.js';
 import { chain, within } from './support/lineage.js';
 
 const scene = clusterScene('subagentd-cluster-lineage-');
@@ -89,6 +90,36 @@ it('a front that executes nothing: the lineage runs on the member executing its 
     await runs.disposeAll();
   }
 }, 60_000);
+
+it('after-step on a root executing away from its front reaches every descendant on the executing member: each ends within one step', async () => {
+  try {
+    // Each level delegates, then works in slow steps; the third level's call is refused, so it is
+    // the one working when the root is told to stop after its step. Before, only the root heard
+    // it: its nested runs, the executing member's own, finished whole turns.
+    const work = { toolCalls: [{ name: 'list_directory', arguments: { path: '.' } }], delayMs: 500 };
+    const steps = [{ toolCalls: [delegate] }, ...Array(20).fill(work), { text: 'finished every step' }];
+    const front = await member(steps, 1, 0);
+    const executor = await member(steps, 1, 1);
+    const service = await clients.connect(front.socket);
+    const root = await startRoot(service, 'root', scene.dir());
+    const stepsOf = (info: RunInfo): number =>
+      readFileSync(join(executor.stateDir, 'sessions', `${info.id}.jsonl`), 'utf8')
+        .trim()
+        .split('\n')
+        .filter((line) => (JSON.parse(line) as { type?: string }).type === 'assistant/message').length;
+    const working = (lineage: RunInfo[]): boolean => lineage.length === 3 && existsSync(join(executor.stateDir, 'sessions', `${lineage[2]!.id}.jsonl`)) && stepsOf(lineage[2]!) >= 2;
+    const lineage = await pollUntil(async () => chain(await service.ops.runs(), root.id), working, 30_000, 'the third level working');
+    const before = lineage.map(stepsOf);
+    await service.ops.cancel({ runId: root.id, level: 'after-step' });
+    expect(await within(30_000, 'the root after its step', root.result)).toMatchObject({ stopReason: 'aborted' });
+    const ended = await pollUntil(async () => chain(await service.ops.runs(), root.id), (all) => all.every((r) => r.state !== 'running'), 30_000, 'the lineage settled');
+    expect(ended.map((r) => r.stopReason)).toEqual(['aborted', 'aborted', 'aborted']);
+    const afterSteps = ended.map(stepsOf);
+    for (let i = 0; i < 3; i++) expect(afterSteps[i]!).toBeLessThanOrEqual(before[i]! + 1);
+  } finally {
+    await runs.disposeAll();
+  }
+}, 90_000);
 
 it('2 members, one slot each — 2 clients × 6 delegating roots all settle; a third client\'s start is admitted in its fair turn; status shows how slots are held', async () => {
   try {

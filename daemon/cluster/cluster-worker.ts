@@ -133,6 +133,8 @@ interface Execution {
   record: ClusterRun;
   /** The front on this member is writing the child's id with the token's hash: our next write waits for it. */
   frontWrite?: Promise<void> | undefined;
+  /** Told to stop after its step (itself or the parent that lent it its slot): so is every run it starts. */
+  stopsAfterStep?: boolean;
   conduit: Conduit;
   closeControl(): void;
 }
@@ -424,6 +426,7 @@ export class ClusterWorker {
       }
       execution.run = begun.run;
       execution.conduit = begun.conduit;
+      this.interruptPending(execution);
       mirror = begun.conduit.mirror = new SessionMirror(this.sessions, sessionKeyOf(record), begun.run.localAgent, begun.stored);
       if (!claim.takeover || record.childId === undefined) {
         await mirror.sync();
@@ -585,11 +588,7 @@ export class ClusterWorker {
     } else if (message.op === 'hold') {
       if (execution.lost || !execution.run?.resume) throw new SubagentError('RUN_STATE', `run ${execution.runId}'s child is no longer held on this member`);
     } else if (message.op === 'cancel') execution.abort.abort(new SubagentError('ABORTED', 'cancelled by its owner'));
-    else if (message.op === 'interrupt') {
-      // Called on the run (its method reads its own state); without one every interrupt is `now`.
-      if (execution.run?.interrupt) execution.run.interrupt(message.level);
-      else execution.abort.abort(new SubagentError('ABORTED', 'interrupted by its owner'));
-    }
+    else if (message.op === 'interrupt') this.interrupt(execution, message.level);
     else {
       execution.abort.abort(new SubagentError('ABORTED', 'disposed by its owner'));
       if (message.keep === true) this.keeping.add(execution.runId);
@@ -601,6 +600,32 @@ export class ClusterWorker {
       }
       this.forget(execution);
     }
+  }
+
+  /**
+   * An `after-step` reaches the nested runs this run lent its slot to, as on one daemon
+   * (run-table.ts): their stand-ins are this member's, not the front's, so the front's cascade
+   * cannot see them. A run whose child does not exist yet gets the level once it does.
+   */
+  private interrupt(execution: Execution, level: InterruptLevel): void {
+    if (level === 'after-step') {
+      if (execution.stopsAfterStep) return;
+      execution.stopsAfterStep = true;
+      if (!execution.run) return;
+    }
+    // Called on the run (its method reads its own state); without one every interrupt is `now`.
+    if (execution.run?.interrupt) execution.run.interrupt(level);
+    else execution.abort.abort(new SubagentError('ABORTED', 'interrupted by its owner'));
+    if (level !== 'after-step') return;
+    for (const nested of this.executing.values()) if (nested.record.lentBy === execution.runId) this.interrupt(nested, level);
+  }
+
+  /** A child now exists for `execution`: an `after-step` told to it or its parent before applies. */
+  private interruptPending(execution: Execution): void {
+    const parent = execution.record.lentBy !== undefined ? this.executing.get(execution.record.lentBy) : undefined;
+    if (!execution.stopsAfterStep && !parent?.stopsAfterStep) return;
+    execution.stopsAfterStep = false;
+    this.interrupt(execution, 'after-step');
   }
 
   /**
