@@ -16,6 +16,11 @@
  * never hears of a record a crash could still lose (write-ahead; daemon/store/run-index.ts). It
  * must not throw.
  *
+ * While the stream is backed up (the peer is not taking what was written), frames wait in the
+ * batch until it drains rather than in the stream's buffer; a deferred frame (protocol/framing.ts)
+ * is built only then. So a peer that never reads costs what it was sent as the messages, not as
+ * their JSON, and the frames still go out in the order they were queued.
+ *
  * A write never rejects: a failed write (EPIPE on a peer that hung up, a destroyed stream) is
  * reported on `onError` and its promise resolves. vscode-jsonrpc drops some write promises on the
  * floor (its replies), and the reader side learns of a dead peer anyway.
@@ -23,7 +28,7 @@
 import type { Writable } from 'node:stream';
 import type { Event, Message, MessageWriter } from 'vscode-jsonrpc/node';
 import { jsonrpc } from '../protocol/jsonrpc-runtime.js';
-import { frameOf, type Frame } from '../protocol/framing.js';
+import { frameOf, type DeferredFrame, type Frame } from '../protocol/framing.js';
 
 
 type Done = (error?: Error | null) => void;
@@ -31,22 +36,41 @@ type Done = (error?: Error | null) => void;
 /** How long frames are gathered before they are written together (see the header). */
 export type BatchSpan = 'tick' | 'turn';
 
-/** Frames joined until the end of the tick or turn, then written as one chunk; each hears its outcome. */
+/** A frame's text, or what builds it when it is written (a deferred frame: protocol/framing.ts). */
+type Part = string | (() => string);
+
+/**
+ * Frames joined until the end of the tick or turn, then written as one chunk; each hears its
+ * outcome. While the stream is backed up (its buffer past its high-water mark: the peer is not
+ * taking what was written), frames wait here until it drains instead of piling up in the
+ * stream's buffer: a deferred frame is built only then, so a peer that does not read never costs
+ * a serialised copy of it.
+ */
 class FrameBatch {
-  private text = '';
+  private parts: Part[] = [];
   private waiting: Done[] = [];
   private scheduled = false;
+  /** Waiting for the stream's 'drain' (or 'close'). */
+  private held = false;
 
   constructor(
     private readonly output: Writable,
     private readonly span: BatchSpan,
     private readonly beforeWrite: (() => void) | undefined,
-  ) {}
+  ) {
+    // A stream that closes while frames wait for its drain: they hear the failure (see write).
+    output.once('close', () => this.release());
+  }
 
-  add(frame: string, done: Done): void {
-    this.text += frame;
+  /** True while written frames wait for the peer: a frame queued now is not written before it reads. */
+  get backedUp(): boolean {
+    return this.held || this.output.writableNeedDrain;
+  }
+
+  add(frame: Part, done: Done): void {
+    this.parts.push(frame);
     this.waiting.push(done);
-    if (this.scheduled) return;
+    if (this.scheduled || this.held) return;
     this.scheduled = true;
     if (this.span === 'turn') {
       setImmediate(() => this.flush());
@@ -62,16 +86,39 @@ class FrameBatch {
     this.write();
   }
 
-  private write(): void {
+  /** Writes what waits even onto a backed-up stream (before the stream is ended). */
+  flushAll(): void {
+    this.scheduled = false;
+    this.write(true);
+  }
+
+  private release(): void {
+    if (!this.held) return;
+    this.held = false;
+    this.write();
+  }
+
+  private write(evenIfBackedUp = false): void {
     const waiting = this.waiting;
-    if (waiting.length === 0) return;
-    const text = this.text;
-    this.text = '';
-    this.waiting = [];
+    if (waiting.length === 0 || (this.held && !evenIfBackedUp)) return;
     const settle = (error?: Error | null): void => {
       for (const done of waiting) done(error);
     };
-    if (this.output.destroyed || this.output.writableEnded) return settle(new Error('the connection is closed'));
+    if (this.output.destroyed || this.output.writableEnded) {
+      this.parts = [];
+      this.waiting = [];
+      return settle(new Error('the connection is closed'));
+    }
+    if (!evenIfBackedUp && this.output.writableNeedDrain) {
+      this.held = true;
+      this.output.once('drain', () => this.release());
+      return;
+    }
+    const parts = this.parts;
+    this.parts = [];
+    this.waiting = [];
+    const only = parts.length === 1 ? parts[0] : undefined;
+    const text = typeof only === 'string' ? only : parts.map((part) => (typeof part === 'string' ? part : part())).join('');
     this.beforeWrite?.();
     this.output.write(text, 'utf8', settle);
   }
@@ -108,8 +155,8 @@ export class FrameWriter implements MessageWriter {
   }
 
   /** Queues one frame; `done` runs once the stream took its batch's chunk, or failed to. */
-  protected send(message: Message, frame: Frame, done: (error?: Error | null) => void): void {
-    this.batch.add(frame.text, (error) => {
+  protected send(message: Message, frame: Frame | DeferredFrame, done: (error?: Error | null) => void): void {
+    this.batch.add('text' in frame ? frame.text : frame.build, (error) => {
       if (error) this.errorEmitter.fire([error, message, ++this.errors]);
       done(error);
     });
@@ -120,9 +167,14 @@ export class FrameWriter implements MessageWriter {
     this.batch.flush();
   }
 
+  /** True while what was written waits for the peer to read (see FrameBatch). */
+  get backedUp(): boolean {
+    return this.batch.backedUp;
+  }
+
   /** Writes what the batch holds, then ends the stream. */
   end(): void {
-    this.batch.flush();
+    this.batch.flushAll();
     this.output.end();
   }
 

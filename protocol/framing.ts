@@ -3,6 +3,7 @@
  * block ending in CRLF CRLF whose `Content-Length` gives the body's size in bytes, then the body.
  * Writers send exactly one header; readers take any header lines but need a valid length.
  */
+import { jsonBytes } from './json-bytes.js';
 
 export const HEADER_END = Buffer.from('\r\n\r\n', 'ascii');
 
@@ -32,6 +33,22 @@ export function frameOfJson(body: string): Frame {
   const text = `Content-Length: ${length}\r\n\r\n${body}`;
   // The header is ASCII: its bytes are its characters.
   return { text, bytes: text.length - body.length + length };
+}
+
+/**
+ * A frame whose text is built when it is written: its size on the wire is known now
+ * (json-bytes.ts), its JSON is made only once the peer takes it. A writer whose peer is not
+ * reading keeps `message` (whose big strings the daemon holds anyway) instead of a copy of it.
+ * `message` must not change until it is written.
+ */
+export interface DeferredFrame {
+  readonly bytes: number;
+  readonly build: () => string;
+}
+
+export function deferredFrameOf(message: object): DeferredFrame {
+  const length = jsonBytes(message);
+  return { bytes: `Content-Length: ${length}\r\n\r\n`.length + length, build: () => frameOf(message).text };
 }
 
 /** One frame holding `message` as JSON, as a buffer (a last write outside any writer, a relay). */

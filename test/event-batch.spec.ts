@@ -131,3 +131,44 @@ describe('a batch behind the connection writer', () => {
     writer.dispose();
   });
 });
+
+describe('RunEventBatch for a client that is not reading', () => {
+  it('holds the events of a batch begun while the writer is backed up, sized exactly, and builds the same notification', async () => {
+    const events: Array<[string, RunEvent]> = [
+      ['run_a', delta('1 "quoted"\n')],
+      ['run_a', delta('✓ ünïcode 😀')],
+      ['run_b', { kind: 'session', event: { type: 'user/message', content: [{ type: 'text', text: 'hi\n' }] } } as RunEvent],
+      ['run_a', delta('x'.repeat(1000))],
+    ];
+    const eager = recordingBatch();
+    for (const [runId, event] of events) eager.batch.add(runId, event);
+    await turn();
+    const frames: Array<{ bytes: number; build: () => string; events: number }> = [];
+    let backedUp = false;
+    const held = new RunEventBatch({
+      send: () => {
+        throw new Error('a held batch is sent deferred');
+      },
+      backedUp: () => backedUp,
+      sendDeferred: (frame, count) => frames.push({ ...frame, events: count }),
+    });
+    backedUp = true;
+    for (const [runId, event] of events) held.add(runId, event);
+    await turn();
+    expect(frames).toHaveLength(1);
+    const text = frames[0]!.build();
+    expect(frames[0]!.bytes).toBe(Buffer.byteLength(text, 'utf8'));
+    expect(frames[0]!.events).toBe(events.length);
+    const body = JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)) as { params: RunEventsParams };
+    expect(body.params).toEqual(eager.sent[0]);
+  });
+
+  it('bounds a held batch by its bytes as it bounds one built as it goes', async () => {
+    const frames: number[] = [];
+    const held = new RunEventBatch({ send: () => undefined, backedUp: () => true, sendDeferred: (_frame, count) => frames.push(count) }, { maxEvents: 1024, maxChars: 1000 });
+    for (let i = 0; i < 10; i++) held.add('run_a', delta('y'.repeat(300)));
+    await turn();
+    expect(frames.reduce((a, b) => a + b, 0)).toBe(10);
+    expect(Math.max(...frames)).toBeLessThanOrEqual(3);
+  });
+});

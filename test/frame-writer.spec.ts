@@ -179,3 +179,64 @@ describe('CountingWriter', () => {
     writer.dispose();
   });
 });
+
+describe('a peer that is not reading (frames wait for its drain; a run’s end and held batches are built then)', () => {
+  /** Writes 1 MiB notes until the socket's buffer is past its high-water mark: the peer has not read. */
+  async function backUp(writer: CountingWriter): Promise<number> {
+    let notes = 0;
+    while (!writer.backedUp) {
+      void writer.write(note(++notes, 'x'.repeat(1024 * 1024)));
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+    return notes;
+  }
+
+  it("keeps a run's end unserialised until the peer reads, counts its exact bytes, and delivers everything in order", async () => {
+    const { client, server } = await socketPair();
+    server.pause();
+    const writer = new CountingWriter(client);
+    const notes = await backUp(writer);
+    let reads = 0;
+    const output = 'answer "quoted"\n✓ '.repeat(20_000);
+    const params = { runId: 'r' } as Record<string, unknown>;
+    Object.defineProperty(params, 'output', { enumerable: true, get: () => (reads++, output) });
+    const end = { jsonrpc: '2.0', method: EndNotification.method, params } as Message;
+    const before = writer.unsentBytes;
+    const sent = writer.write(end);
+    const after = writer.write(note(0));
+    // Measured for the byte bound, not serialised: the frame is built when the peer reads.
+    expect(reads).toBe(1);
+    expect(writer.unsentBytes - before).toBe(frameOf(end).bytes + frameOf(note(0)).bytes);
+    reads = 0;
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    expect(reads).toBe(0);
+    const got = received(server, notes + 2);
+    server.resume();
+    await Promise.all([sent, after]);
+    expect(reads).toBe(1); // serialised once the peer read
+    expect(writer.unsent).toBe(0);
+    expect(writer.unsentBytes).toBe(0);
+    const messages = await got;
+    expect(messages.map((m) => (m as { method?: string }).method === EndNotification.method ? 'end' : (m as unknown as { params: { n: number } }).params.n)).toEqual([
+      ...Array.from({ length: notes }, (_, i) => i + 1),
+      'end',
+      0,
+    ]);
+    expect((messages[notes] as unknown as { params: { output: string } }).params.output).toBe(output);
+    writer.dispose();
+  });
+
+  it('settles the frames held for a peer whose socket closes, reporting the failure', async () => {
+    const { client, server } = await socketPair();
+    server.pause();
+    const writer = new CountingWriter(client);
+    await backUp(writer);
+    const errors: Error[] = [];
+    writer.onError(([error]) => errors.push(error));
+    const held = writer.write({ jsonrpc: '2.0', method: EndNotification.method, params: { runId: 'r' } } as Message);
+    client.destroy();
+    await expect(held).resolves.toBeUndefined();
+    expect(errors.length).toBeGreaterThan(0);
+    writer.dispose();
+  });
+});

@@ -56,6 +56,7 @@ import {
   WaitRequest,
   invalidParams,
   type ChildReportParams,
+  type DeferredFrame,
   type ChildSettledParams,
   type EndParams,
   type InitializeParams,
@@ -447,11 +448,11 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber,
     else this.notify(RunEventNotification, { runId, event });
   }
 
-  /** A batch of events, held to the same cutoff as every notification. */
-  private sendBatch(json: string): void {
+  /** A batch of events (its JSON, or a frame built when the client reads), held to the same cutoff as every notification. */
+  private sendBatch(batch: string | DeferredFrame): void {
     // The batch close() flushes is written whatever the count: the close is already under way.
     if (!this.closed && this.cutOff()) return;
-    void this.writer.writeJson(json).then(() => this.flushBacklog());
+    void (typeof batch === 'string' ? this.writer.writeJson(batch) : this.writer.writeFrame(batch)).then(() => this.flushBacklog());
   }
 
   /** True (and the connection closing) once the client has left too many messages unread. */
@@ -617,7 +618,13 @@ export class ClientConnection implements RunOwner, StartAnswer, ChildSubscriber,
     // Batches replace a notification rather than add to one: only a client that said 1.3 or later
     // gets them, never an LSP-style one that states no version (it may be listening for run/event).
     const stated = params.protocolVersion ?? options.protocolVersion;
-    if (stated !== undefined && minorOf(stated) >= 3) this.batch = new RunEventBatch((json) => this.sendBatch(json));
+    if (stated !== undefined && minorOf(stated) >= 3) {
+      this.batch = new RunEventBatch({
+        send: (json) => this.sendBatch(json),
+        backedUp: () => this.writer.backedUp,
+        sendDeferred: (frame) => this.sendBatch(frame),
+      });
+    }
     const client = params.clientInfo ?? { name: 'lsp-client' };
     this.clientName = `${client.name}@${client.version ?? '?'}`;
     this.log.info({ client: this.clientName, lsp }, 'client initialized');

@@ -17,13 +17,19 @@
  * writer's (it runs before each batch is written). `hooks.beforeMessage` runs before each message
  * takes its place: a connection that batches run events (event-batch.ts) queues the batch waiting
  * there, so it keeps its place in the order. `writeJson` queues a message whose JSON the caller
- * built (that batch), counted like any other.
+ * built (that batch), counted like any other; `writeFrame` one it builds when the peer reads.
+ *
+ * While the peer is not taking what was written (the frame writer holds frames until it drains),
+ * a run's end is queued as the message, its JSON built when the peer reads: its output (up to
+ * `limits.maxOutputBytes`) is the run's result, which the daemon keeps anyway, where its JSON
+ * would be a second copy for as long as the peer does not read. It counts its exact bytes all
+ * the same (protocol/json-bytes.ts).
  *
  * Like the frame writer, a write never rejects: failures are reported on `onError`.
  */
 import type { Writable } from 'node:stream';
 import type { Message, NotificationMessage } from 'vscode-jsonrpc/node';
-import { EndNotification, frameOf, frameOfJson, RunEventsNotification, type Frame } from '../../protocol/index.js';
+import { deferredFrameOf, EndNotification, frameOf, frameOfJson, RunEventsNotification, type DeferredFrame, type Frame } from '../../protocol/index.js';
 import { within } from '../../common/bounded-wait.js';
 import { FrameWriter } from '../../common/frame-writer.js';
 
@@ -81,7 +87,9 @@ export class CountingWriter extends FrameWriter {
 
   override write(message: Message): Promise<void> {
     this.hooks.beforeMessage?.();
-    const frame = frameOf(message);
+    // A run's end to a peer that is not reading is kept as the message, not its JSON: its output
+    // is the run's own result, held anyway; the frame is built when the peer reads (see the header).
+    const frame = this.backedUp && isEnd(message) ? deferredFrameOf(message) : frameOf(message);
     if (this.refuses(frame)) return Promise.resolve();
     const sent = this.enqueue(frame, message);
     this.hooks.queued?.(message);
@@ -94,12 +102,16 @@ export class CountingWriter extends FrameWriter {
 
   /** A message whose JSON the caller built (a `run/events` batch), counted like any other. */
   writeJson(json: string): Promise<void> {
-    const frame = frameOfJson(json);
+    return this.writeFrame(frameOfJson(json));
+  }
+
+  /** A message whose JSON the caller builds once the peer reads (a held `run/events` batch). */
+  writeFrame(frame: Frame | DeferredFrame): Promise<void> {
     return this.refuses(frame) ? Promise.resolve() : this.enqueue(frame, undefined);
   }
 
   /** True when nothing more may be written: refused before, or `frame` would cross the byte bound now. */
-  private refuses(frame: Frame): boolean {
+  private refuses(frame: Frame | DeferredFrame): boolean {
     if (this.refused) return true;
     if (this.inFlightBytes > 0 && this.inFlightBytes + frame.bytes > this.bound.maxUnsentBytes) {
       this.refused = true;
@@ -110,7 +122,7 @@ export class CountingWriter extends FrameWriter {
   }
 
   /** `message` is handed to `onChange` once written (undefined for `writeJson`'s). */
-  private enqueue(frame: Frame, message: Message | undefined): Promise<void> {
+  private enqueue(frame: Frame | DeferredFrame, message: Message | undefined): Promise<void> {
     this.inFlight += 1;
     this.inFlightBytes += frame.bytes;
     this.onChange();
@@ -135,5 +147,10 @@ export class CountingWriter extends FrameWriter {
 /** A reply (an id and no method), or a run's end: what a client that waits is waiting for. */
 function waitedOn(message: Message): boolean {
   if (!('method' in message)) return 'id' in message;
+  return isEnd(message);
+}
+
+/** A `subagent/end`: built fresh for each run's end and never changed after (a deferred frame's rule). */
+function isEnd(message: Message): boolean {
   return (message as NotificationMessage).method === EndNotification.method;
 }

@@ -16,8 +16,12 @@
  *
  * The JSON is built as events come, so the bound is measured on what is sent and nothing is
  * serialised twice: a session event's JSON is the one its session log made (session-event-json.ts).
+ * Except for a client that is not reading (its writer is backed up): a batch begun then holds its
+ * events, measured in bytes without their JSON (protocol/json-bytes.ts), and its JSON is built
+ * when the client reads. Streamed text is the run's own chunks, kept by the run anyway while it
+ * goes on; its JSON would be another copy, waiting for as long as the client does not read.
  */
-import { RunEventsNotification, type RunEvent } from '../../protocol/index.js';
+import { frameOfJson, jsonBytes, RunEventsNotification, type DeferredFrame, type RunEvent } from '../../protocol/index.js';
 import { sessionEventJson } from '../store/session-event-json.js';
 
 export interface BatchBounds {
@@ -33,17 +37,37 @@ const HEAD = `{"jsonrpc":"2.0","method":${JSON.stringify(RunEventsNotification.m
 /** Closes the last stretch's events and object, `runs`, `params` and the message. */
 const TAIL = ']}]}}';
 
+/** Where a batch goes: as JSON, or deferred (its size now, its JSON when the peer reads). */
+export interface BatchSink {
+  send(json: string, events: number): void;
+  /** Whether the peer is not taking what was written: a batch begun now is deferred. */
+  readonly backedUp?: () => boolean;
+  sendDeferred?(frame: DeferredFrame, events: number): void;
+}
+
 export class RunEventBatch {
   private body = '';
   private count = 0;
+  /** Bytes of the body so far, when this batch is deferred (its events are held, not their JSON). */
+  private bytes = 0;
+  private held: Array<readonly [string, RunEvent]> | undefined;
   private lastRunId: string | undefined;
   private scheduled = false;
 
-  /** `send` gets a whole `run/events` message as JSON, and how many events it carries. */
+  /**
+   * `sink.send` gets a whole `run/events` message as JSON, and how many events it carries. A
+   * batch begun while `sink.backedUp()` holds its events instead, measured in bytes, and goes
+   * to `sink.sendDeferred`: a peer that is not reading costs the events (whose text the run
+   * emitted anyway), not a serialised copy of them.
+   */
+  private readonly sink: BatchSink;
+
   constructor(
-    private readonly send: (json: string, events: number) => void,
+    sink: BatchSink | BatchSink['send'],
     private readonly bounds: BatchBounds = DEFAULT_BATCH_BOUNDS,
-  ) {}
+  ) {
+    this.sink = typeof sink === 'function' ? { send: sink } : sink;
+  }
 
   /** Events waiting for the next flush. */
   get size(): number {
@@ -51,18 +75,25 @@ export class RunEventBatch {
   }
 
   add(runId: string, event: RunEvent): void {
-    const json = runEventJson(event);
+    if (this.count === 0 && this.sink.sendDeferred && this.sink.backedUp?.() === true) this.held = [];
     const sameRun = runId === this.lastRunId;
-    const piece = sameRun ? `,${json}` : `${this.count === 0 ? '' : ']},'}{"runId":${JSON.stringify(runId)},"events":[${json}`;
-    if (this.count > 0 && this.body.length + piece.length > this.bounds.maxChars) {
-      this.flush();
-      this.add(runId, event);
-      return;
+    let size: number;
+    let piece = '';
+    if (this.held) {
+      size = pieceBytes(runId, event, sameRun, this.count === 0);
+      if (this.count > 0 && this.bytes + size > this.bounds.maxChars) return this.again(runId, event);
+      this.held.push([runId, event]);
+      this.bytes += size;
+      size = this.bytes;
+    } else {
+      piece = pieceOf(runId, runEventJson(event), sameRun, this.count === 0);
+      if (this.count > 0 && this.body.length + piece.length > this.bounds.maxChars) return this.again(runId, event);
+      this.body += piece;
+      size = this.body.length;
     }
-    this.body += piece;
     this.lastRunId = runId;
     this.count += 1;
-    if (this.count >= this.bounds.maxEvents || this.body.length >= this.bounds.maxChars) this.flush();
+    if (this.count >= this.bounds.maxEvents || size >= this.bounds.maxChars) this.flush();
     else if (!this.scheduled) {
       this.scheduled = true;
       setImmediate(() => {
@@ -72,16 +103,54 @@ export class RunEventBatch {
     }
   }
 
-  /** Sends what is waiting, if anything. Emptied before `send`, so a send that writes again finds nothing. */
+  /** Past the bound: what is waiting goes, and `event` begins the next batch. */
+  private again(runId: string, event: RunEvent): void {
+    this.flush();
+    this.add(runId, event);
+  }
+
+  /** Sends what is waiting, if anything. Emptied before sending, so a send that writes again finds nothing. */
   flush(): void {
     if (this.count === 0) return;
-    const json = `${HEAD}${this.body}${TAIL}`;
     const events = this.count;
+    const held = this.held;
+    const json = held ? '' : `${HEAD}${this.body}${TAIL}`;
+    const bytes = HEAD.length + this.bytes + TAIL.length;
     this.body = '';
+    this.bytes = 0;
+    this.held = undefined;
     this.count = 0;
     this.lastRunId = undefined;
-    this.send(json, events);
+    if (held && this.sink.sendDeferred) {
+      this.sink.sendDeferred({ bytes: `Content-Length: ${bytes}\r\n\r\n`.length + bytes, build: () => frameOfJson(batchJson(held)).text }, events);
+    } else this.sink.send(json, events);
   }
+}
+
+/** One event's place in the body: after its run's last event, or opening a new stretch. */
+function pieceOf(runId: string, json: string, sameRun: boolean, first: boolean): string {
+  return sameRun ? `,${json}` : `${first ? '' : ']},'}{"runId":${JSON.stringify(runId)},"events":[${json}`;
+}
+
+/** The UTF-8 bytes `pieceOf` would make for `event`, without its JSON (json-bytes.ts). */
+function pieceBytes(runId: string, event: RunEvent, sameRun: boolean, first: boolean): number {
+  const json = event.kind === 'session' ? SESSION_WRAP + Buffer.byteLength(sessionEventJson(event.event), 'utf8') : jsonBytes(event);
+  return sameRun ? 1 + json : (first ? 0 : 3) + STRETCH_WRAP + jsonBytes(runId) + json;
+}
+
+const SESSION_WRAP = '{"kind":"session","event":}'.length;
+const STRETCH_WRAP = '{"runId":,"events":['.length;
+
+/** A held batch's whole message, as `add` would have built it. */
+function batchJson(held: ReadonlyArray<readonly [string, RunEvent]>): string {
+  const parts = [HEAD];
+  let last: string | undefined;
+  for (const [runId, event] of held) {
+    parts.push(pieceOf(runId, runEventJson(event), runId === last, last === undefined));
+    last = runId;
+  }
+  parts.push(TAIL);
+  return parts.join('');
 }
 
 /** `JSON.stringify(event)`, a session event's part taken from its session log's serialisation. */
