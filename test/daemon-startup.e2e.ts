@@ -1,8 +1,8 @@
 /**
  * What the daemon process pays at start: the built CLI's `daemon` command, a real process on a
  * real socket. It loads only the daemon's own code; the client side, the faces, the in-process
- * agent runtime (loop, tools, workspace), nested delegation and its tool, the model and agent
- * SDKs, the search engine, Ajv (the config file has a validator built ahead of time) and, outside
+ * agent runtime (loop, tools, workspace), nested delegation and its tool, the model adapter and
+ * its endpoint governor, the model and agent SDKs, the search engine, Ajv (the config file has a validator built ahead of time) and, outside
  * a cluster, the NATS client load when first used, and ICU's time-zone data is never asked for
  * (common/iso-time.ts). Node's compile cache goes on once the daemon accepts connections, for what
  * loads later (Node holds every entry in memory, and start-up's own ~1 MiB is not worth it), and
@@ -90,9 +90,18 @@ it('loads only the daemon at start: no client side, faces, agent runtime, SDKs, 
     '/node_modules/@opentelemetry/',
     // Token budgets load only when limits.lineageTokens or limits.clientTokensPerDay is set.
     '/dist/daemon/upstream/token-budgets.js',
+    // The openai-compatible adapter and its endpoint's governor load when a child first resolves
+    // that model (model-resolver.ts, upstream/upstream.ts).
+    '/dist/daemon/agent/model/openai-compatible.js',
+    '/dist/daemon/agent/model/chat-messages.js',
+    '/dist/daemon/agent/model/pausable-timer.js',
+    '/dist/daemon/upstream/governor.js',
+    '/dist/daemon/upstream/limit-state.js',
+    '/dist/daemon/upstream/fair-queue.js',
+    '/dist/daemon/upstream/endpoint-identity.js',
+    '/dist/daemon/upstream/keep-alive-fetch.js',
   ];
-  // (The model adapter's request hook, telemetry/model-requests.js, is a few dependency-free lines.)
-  expect(loaded.filter((url) => unwanted.some((part) => url.includes(part)) && !url.endsWith('/dist/daemon/telemetry/model-requests.js'))).toEqual([]);
+  expect(loaded.filter((url) => unwanted.some((part) => url.includes(part)))).toEqual([]);
   // The config validator built ahead of time needs one of Ajv's small runtime helpers, not Ajv.
   expect(loaded.filter((url) => url.includes('/node_modules/ajv/') && !url.includes('/node_modules/ajv/dist/runtime/'))).toEqual([]);
   // No Date method that asks ICU for the time zone (timestamps come from common/iso-time.ts).

@@ -3,10 +3,16 @@
  * every adapter the model resolver makes, across reloads, so every child of every client meets
  * one limiter per endpoint. Explicit limits come from the config's `endpoints` section, keyed by
  * base URL, with `*` for any endpoint not named.
+ *
+ * The governor's machinery (governor.ts, its limit state and queue) loads with the first governor,
+ * that is with the first model step sent: a daemon whose children never call a model endpoint
+ * (the bench's, an ACP-only one) never reads it, and its start-up is the shorter for it.
  */
-import { endpointIdentity } from './endpoint-identity.js';
-import { EndpointGovernor, type EndpointLimits, type EndpointStatus } from './governor.js';
+import type { EndpointGovernor, EndpointLimits, EndpointStatus } from './governor.js';
 import type { SharedLimit } from './shared-limit.js';
+
+type GovernorModules = [typeof import('./governor.js'), typeof import('./endpoint-identity.js')];
+let modules: Promise<GovernorModules> | undefined;
 
 export type EndpointsConfig = Readonly<Record<string, EndpointLimits>>;
 
@@ -27,7 +33,10 @@ export class Upstream {
   }
 
   /** The governor of the endpoint at `baseUrl` used with `apiKey` (made on first use). */
-  governorFor(baseUrl: string, apiKey: string): EndpointGovernor {
+  async governorFor(baseUrl: string, apiKey: string): Promise<EndpointGovernor> {
+    modules ??= Promise.all([import('./governor.js'), import('./endpoint-identity.js')]);
+    const [{ EndpointGovernor }, { endpointIdentity }] = await modules;
+    // From here on synchronous: two callers of one endpoint get one governor.
     const identity = endpointIdentity(baseUrl, apiKey);
     let governor = this.governors.get(identity.id);
     if (governor === undefined) {

@@ -9,7 +9,7 @@ import type { DaemonConfig } from '../../config.js';
 import { endpointFromEnv } from './endpoint-config.js';
 import { PER_START_MODEL } from '../../../common/model-words.js';
 import { ModelError, type ModelAdapter, type ModelResolver } from './model-adapter.js';
-import { createOpenAICompatibleAdapter } from './openai-compatible.js';
+import type { OpenAICompatibleOptions } from './openai-compatible.js';
 import { createScriptedAdapter, readScript } from './scripted.js';
 import type { Upstream } from '../../upstream/upstream.js';
 
@@ -53,17 +53,39 @@ export function createModelResolver(
     const key = `${endpoint.baseUrl}\n${endpoint.apiKey}`;
     let adapter = adapters.get(key);
     if (!adapter) {
-      adapter = createOpenAICompatibleAdapter({
-        baseUrl: endpoint.baseUrl,
-        apiKey: endpoint.apiKey,
-        ...(config.idleTimeoutMs !== undefined && { idleTimeoutMs: config.idleTimeoutMs }),
-        ...(config.stepTimeoutMs !== undefined && { stepTimeoutMs: config.stepTimeoutMs }),
-        ...(config.maxRetries !== undefined && { maxRetries: config.maxRetries }),
-        ...(upstream && { governor: upstream.governorFor(endpoint.baseUrl, endpoint.apiKey) }),
-      });
+      adapter = openAICompatible(
+        {
+          baseUrl: endpoint.baseUrl,
+          apiKey: endpoint.apiKey,
+          ...(config.idleTimeoutMs !== undefined && { idleTimeoutMs: config.idleTimeoutMs }),
+          ...(config.stepTimeoutMs !== undefined && { stepTimeoutMs: config.stepTimeoutMs }),
+          ...(config.maxRetries !== undefined && { maxRetries: config.maxRetries }),
+        },
+        upstream,
+      );
       adapters.set(key, adapter);
     }
     return { adapter, model: endpoint.model };
+  };
+}
+
+/**
+ * The `openai-compatible` adapter (openai-compatible.ts) with its endpoint's governor, both loaded
+ * when the model is first resolved (a child's start), not with the daemon: a daemon whose
+ * children never call a model endpoint never reads them. The options come from the checked
+ * config and endpoint (endpoint-config.ts), so making the adapter cannot fail on them later than
+ * it would have here.
+ */
+function openAICompatible(options: Omit<OpenAICompatibleOptions, 'governor'>, upstream: Upstream | undefined): ModelAdapter {
+  const loading = Promise.all([import('./openai-compatible.js'), upstream?.governorFor(options.baseUrl, options.apiKey)]).then(
+    ([{ createOpenAICompatibleAdapter }, governor]) => (loaded = createOpenAICompatibleAdapter({ ...options, ...(governor && { governor }) })),
+  );
+  // Its failure, if any, is each step's to report.
+  loading.catch(() => undefined);
+  let loaded: ModelAdapter | undefined;
+  return {
+    name: 'openai-compatible',
+    step: (request) => (loaded ? loaded.step(request) : loading.then((adapter) => adapter.step(request))),
   };
 }
 
