@@ -88,12 +88,21 @@ export class WorktreeIsolation {
       get runtime() {
         return inner.runtime;
       },
-      start: (request) => this.start(inner, request, executing),
+      start: (request) => (this.isolates(inner, request, executing) ? this.start(inner, request, executing) : passThrough(inner, request)),
       ...(inner.restore && { restore: (childId: string, context: RestoreContext) => this.restore(inner, childId, context, executing) }),
       ...(inner.processes && { processes: () => inner.processes!() }),
       ...(inner.close && { close: () => inner.close!() }),
     };
     return wrapped;
+  }
+
+  /**
+   * Whether `start` has anything to do for this start: it asks for isolation fields, or its
+   * provider has a default other than none (never on the executing member: the front settled it).
+   * Most starts do not, and go to the provider as they came: no copy, no extra turn.
+   */
+  private isolates(inner: DaemonProvider, request: ProviderStartRequest, executing: ExecutingMember | undefined): boolean {
+    return request.isolation !== undefined || (executing === undefined && (this.options.defaults?.[inner.name] ?? 'none') !== 'none');
   }
 
   private async start(inner: DaemonProvider, request: ProviderStartRequest, executing: ExecutingMember | undefined): Promise<DaemonRun> {
@@ -183,5 +192,14 @@ export class WorktreeIsolation {
       const note = `the worktree's changes could not be committed: ${(error as Error).message}`;
       return { ...outcome, diagnostic: boundDiagnostic(outcome.diagnostic ? `${note}; ${outcome.diagnostic}` : note) };
     }
+  }
+}
+
+/** A start with no isolation, unchanged; a provider that throws instead of rejecting still rejects, as through `start`. */
+function passThrough(inner: DaemonProvider, request: ProviderStartRequest): Promise<DaemonRun> {
+  try {
+    return inner.start(request);
+  } catch (error) {
+    return Promise.reject(error as Error);
   }
 }
