@@ -53,4 +53,26 @@ describe('StartKeys', () => {
     vi.setSystemTime(1_000_000 + 60_001);
     expect(first(await keys.claim('s', 'k3', 'run_3b', NEVER)).runId).toBe('run_3b');
   });
+
+  it('past the bound over many claims, with failed first starts among them, the newest made keys stay and only they', async () => {
+    const bound = 1000;
+    const keys: StartKeyStore = new StartKeys(60_000, bound);
+    const made: string[] = [];
+    for (let n = 0; n < 5000; n++) {
+      const claim = first(await keys.claim('s', `k${n}`, `run_${n}`, NEVER));
+      // Every seventh first start fails: its key is forgotten, never counted against the bound.
+      if (n % 7 === 3) claim.first(undefined);
+      else {
+        claim.first({ runId: `run_${n}`, runToken: `t${n}` });
+        made.push(`k${n}`);
+      }
+    }
+    // The store is full with the newest `bound` made keys: the next claim drops the oldest of them,
+    // and every other one still answers its run.
+    const kept = made.slice(-bound);
+    for (const key of kept.slice(1).reverse()) expect(await keys.claim('s', key, 'again', NEVER)).toMatchObject({ run: { runId: `run_${key.slice(1)}` } });
+    expect(first(await keys.claim('s', kept[0]!, 'afresh', NEVER)).runId).toBe('afresh');
+    expect(first(await keys.claim('s', made.at(-bound - 1)!, 'afresh-too', NEVER)).runId).toBe('afresh-too');
+    expect(first(await keys.claim('s', 'k3', 'afresh-failed', NEVER)).runId).toBe('afresh-failed');
+  });
 });

@@ -39,26 +39,25 @@ export interface StartKeyStore {
    * unless the claim names another); a later one gets it, waiting while it is made. `signal`
    * ends the wait (the start was cancelled).
    */
-  claim(owner: string, key: string, runId: string, signal: AbortSignal): Promise<KeyClaim>;
-}
-
-/** A first start still being made: the repeats that wait for it. */
-interface Pending {
-  readonly at: number;
-  waiting?: Array<(run: KeyedRun | undefined) => void>;
+  claim(owner: string, key: string, runId: string, signal: AbortSignal): KeyClaim | Promise<KeyClaim>;
 }
 
 /**
- * A first start that made its run. One small object per key and nothing else (no promise, no
- * closure): a busy daemon holds up to `maxEntries` of them for the whole window, and each one is
- * copied out of the young generation and traced by every full GC for as long as it is held.
+ * One key's start: while it is being made, the repeats that wait for it; once made, its run. One
+ * small object per key and nothing else (no promise, no closure): a busy daemon holds up to
+ * `maxEntries` of them for the whole window, and each one is copied out of the young generation
+ * and traced by every full GC for as long as it is held. The same object stays from claim to made,
+ * so the order queue below can tell a key's live entry from a forgotten one by identity.
  */
-class Made implements KeyedRun {
+class Entry {
+  runId: string | undefined = undefined;
+  runToken: string | undefined = undefined;
+  waiting: Array<(run: KeyedRun | undefined) => void> | undefined = undefined;
+
   constructor(
+    readonly scope: string,
     /** When the first start came, in ms since the store was made (a small integer, not a boxed number). */
     readonly at: number,
-    readonly runId: string,
-    readonly runToken: string,
   ) {}
 }
 
@@ -66,7 +65,15 @@ export const DEFAULT_IDEMPOTENCY_WINDOW_MS = 10 * 60_000;
 const MAX_ENTRIES = 100_000;
 
 export class StartKeys implements StartKeyStore {
-  private readonly entries = new Map<string, Pending | Made>();
+  private readonly entries = new Map<string, Entry>();
+  /**
+   * The entries in the order they were made, from `head` on; some forgotten since (a failed first
+   * start). Not the map's own order: finding a map's oldest entry walks over every slot its
+   * deletions left until the table is rebuilt, so at the bound, where each claim drops one, that
+   * walk grew to tens of µs a start.
+   */
+  private order: Entry[] = [];
+  private head = 0;
   private readonly epoch = Date.now();
 
   constructor(
@@ -74,44 +81,65 @@ export class StartKeys implements StartKeyStore {
     private readonly maxEntries = MAX_ENTRIES,
   ) {}
 
-  /** The first start under `owner`'s `key` makes the run; a later one gets it (waiting while it is made). */
-  async claim(owner: string, key: string, runId: string): Promise<KeyClaim> {
+  /**
+   * The first start under `owner`'s `key` makes the run; a later one gets it (waiting while it is
+   * made). Answered at once unless it must wait, so a start pays no extra turn for its key.
+   */
+  claim(owner: string, key: string, runId: string): KeyClaim | Promise<KeyClaim> {
     const scope = `${owner}\n${key}`;
-    for (;;) {
-      const now = Date.now() - this.epoch;
-      this.prune(now);
-      const entry = this.entries.get(scope);
-      if (!entry) return this.open(scope, runId, now);
-      if (entry instanceof Made) return { run: entry };
-      const run = await new Promise<KeyedRun | undefined>((resolve) => (entry.waiting ??= []).push(resolve));
-      if (run) return { run };
-      // The first start failed and forgot the key: this one makes it (unless another got there first).
-    }
+    const now = Date.now() - this.epoch;
+    this.prune(now);
+    const entry = this.entries.get(scope);
+    if (!entry) return this.open(scope, runId, now);
+    if (entry.runId !== undefined) return { run: { runId: entry.runId, runToken: entry.runToken! } };
+    return this.afterFirst(entry, owner, key, runId);
+  }
+
+  /** A repeat of a start still being made: its run, or (the first failed) a claim of its own. */
+  private async afterFirst(entry: Entry, owner: string, key: string, runId: string): Promise<KeyClaim> {
+    const run = await new Promise<KeyedRun | undefined>((resolve) => (entry.waiting ??= []).push(resolve));
+    if (run) return { run };
+    // The first start failed and forgot the key: this one makes it (unless another got there first).
+    return this.claim(owner, key, runId);
   }
 
   private open(scope: string, runId: string, now: number): FirstStart {
-    const pending: Pending = { at: now };
-    this.entries.set(scope, pending);
+    const entry = new Entry(scope, now);
+    this.entries.set(scope, entry);
+    this.order.push(entry);
     return {
       runId,
       first: (run) => {
+        const waiting = entry.waiting;
+        entry.waiting = undefined;
         // Still this start's key (not dropped past the bound meanwhile): it keeps its place in the order.
-        if (this.entries.get(scope) === pending) {
-          if (run) this.entries.set(scope, new Made(pending.at, run.runId, run.runToken));
-          else this.entries.delete(scope);
+        if (this.entries.get(scope) === entry) {
+          if (run) {
+            entry.runId = run.runId;
+            entry.runToken = run.runToken;
+          } else this.entries.delete(scope);
         }
-        for (const waiter of pending.waiting ?? []) waiter(run);
+        for (const waiter of waiting ?? []) waiter(run);
       },
     };
   }
 
-  /** Entries are in the order they were made: expired ones, and any past the bound, leave from the front. */
+  /** Expired entries, and any past the bound, leave from the front (oldest first). */
   private prune(now: number): void {
     const expired = now - this.windowMs;
-    for (const [scope, entry] of this.entries) {
-      if (entry.at > expired && this.entries.size < this.maxEntries) break;
-      if (!(entry instanceof Made) && entry.at > expired) break; // a start still being made keeps its key
-      this.entries.delete(scope);
+    while (this.head < this.order.length) {
+      const entry = this.order[this.head]!;
+      if (this.entries.get(entry.scope) === entry) {
+        if (entry.at > expired && this.entries.size < this.maxEntries) break;
+        if (entry.runId === undefined && entry.at > expired) break; // a start still being made keeps its key
+        this.entries.delete(entry.scope);
+      }
+      this.head += 1;
+    }
+    // The queue's front is dropped in one go once it is the larger half.
+    if (this.head > 1024 && this.head * 2 > this.order.length) {
+      this.order = this.order.slice(this.head);
+      this.head = 0;
     }
   }
 }

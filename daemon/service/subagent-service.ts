@@ -168,7 +168,9 @@ export class SubagentService {
    */
   async start(params: StartParams, owner: RunOwner, cancel: AbortSignal, extras: StartExtras = {}): Promise<StartResult> {
     if (params.idempotencyKey === undefined) return this.startAfresh(params, owner, cancel, extras);
-    const claim = await this.startKeys.claim(params.parent.sessionId, params.idempotencyKey, mintRunId(), cancel);
+    const claimed = this.startKeys.claim(params.parent.sessionId, params.idempotencyKey, mintRunId(), cancel);
+    // This daemon's own store answers a new key at once: no turn of the event loop for it.
+    const claim = claimed instanceof Promise ? await claimed : claimed;
     if ('run' in claim) return this.startAgain(claim.run, owner, params.stream === true, extras.answer);
     try {
       const started = await this.startAfresh(params, owner, cancel, extras, claim.runId);
