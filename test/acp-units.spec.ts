@@ -7,7 +7,7 @@ import { mkdtemp, rm, writeFile, chmod } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { TRUNCATION_MARKER, truncationNote, type RunEvent } from '../protocol/index.js';
+import { TRUNCATION_MARKER, capText, truncationNote, type RunEvent } from '../protocol/index.js';
 import { ByteRing } from '../daemon/providers/acp/byte-ring.js';
 import { buildChildEnv, resolveCommand } from '../daemon/providers/acp/child-env.js';
 import { resolveAcpConfig } from '../daemon/providers/acp/config.js';
@@ -233,6 +233,25 @@ describe('Turn', () => {
     small.applyUpdate(chunk('short'));
     small.finish('end_turn');
     expect(await small.result).toEqual({ output: [{ type: 'text', text: 'short' }], stopReason: 'completed' });
+  });
+
+  it('cuts a many-chunk answer exactly as capText cuts the whole text (one-byte and multi-byte chunks, the cut inside a chunk or at its edge)', async () => {
+    const cap = 1000;
+    const cases: string[][] = [
+      Array.from({ length: 40 }, (_, i) => `${i % 10}`.repeat(37)),
+      Array.from({ length: 40 }, () => 'x'.repeat(50)),
+      Array.from({ length: 40 }, (_, i) => (i === 7 ? 'ü✓😀x' : 'ab\n"c"').repeat(9)),
+      ['y'.repeat(cap - Buffer.byteLength(TRUNCATION_MARKER)), 'z'.repeat(100)],
+    ];
+    for (const chunks of cases) {
+      const turn = new Turn({ emit: () => undefined, structured: undefined, onCancel: () => {}, maxOutputBytes: cap });
+      for (const text of chunks) turn.applyUpdate(chunk(text));
+      const whole = turn.finalText();
+      turn.finish('end_turn');
+      const result = await turn.result;
+      expect(result.output).toEqual([{ type: 'text', text: capText(whole, cap).text }]);
+      expect(result.diagnostic).toBe(truncationNote('output', cap));
+    }
   });
 
   it('settles once: a cancel wins over a later answer and silences later updates', async () => {

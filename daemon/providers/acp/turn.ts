@@ -4,7 +4,7 @@
  * on the agent's stop reason, a local cancel, or a failure of the agent or its connection.
  */
 import type * as acp from '@agentclientprotocol/sdk';
-import { DEFAULT_MAX_OUTPUT_BYTES, boundDiagnostic, capBlocks, truncationNote, type ContentBlock, type RunEvent, type SubagentResult, type SubagentStopReason } from '../../../protocol/index.js';
+import { DEFAULT_MAX_OUTPUT_BYTES, TRUNCATION_MARKER, boundDiagnostic, capBlocks, capText, truncationNote, type ContentBlock, type RunEvent, type SubagentResult, type SubagentStopReason } from '../../../protocol/index.js';
 import { mapStopReason } from './stop-reason.js';
 import type { StructuredOutput } from './structured-output.js';
 
@@ -20,12 +20,20 @@ export interface TurnOptions {
   readonly maxOutputBytes?: number;
 }
 
-/** One assistant message, as far as ACP lets us tell messages apart. */
+/**
+ * One assistant message, as far as ACP lets us tell messages apart. Its text is kept as the
+ * chunks the agent sent, joined once when the turn settles: a string grown chunk by chunk is
+ * flattened (copied) by the first read of it, and cut (copied again) to the cap after that.
+ */
 interface Message {
   messageId: string | undefined;
-  text: string;
+  parts: string[];
   bytes: number;
+  /** Nothing but whitespace so far. */
+  blank: boolean;
 }
+
+const NOT_BLANK = /\S/;
 
 export class Turn {
   readonly result: Promise<SubagentResult>;
@@ -104,13 +112,14 @@ export class Turn {
   finish(stopReason: string): void {
     if (this.settled) return;
     const reason = mapStopReason(stopReason);
-    const text = this.finalText();
+    const text = this.finalText(true);
     if (reason === 'error') {
       this.resolveWith({ output: blocks(text), stopReason: 'error', diagnostic: boundDiagnostic(`agent ended the turn with unknown stop reason ${JSON.stringify(stopReason)}`) });
       return;
     }
     if (reason === 'completed' && this.options.structured) {
-      const checked = this.options.structured.check(text);
+      // Checked on the text as kept (up to one chunk past the cap), not on its cut.
+      const checked = this.options.structured.check(this.cutOutput ? this.finalText() : text);
       this.resolveWith(
         checked.ok
           ? { output: blocks(text), structured: checked.value, stopReason: 'completed' }
@@ -124,25 +133,37 @@ export class Turn {
   /** The agent or its connection failed; whatever text arrived is kept as partial output. */
   fail(diagnostic: string): void {
     if (this.settled) return;
-    this.resolveWith({ output: blocks(this.finalText()), stopReason: 'error', diagnostic: boundDiagnostic(diagnostic) });
+    this.resolveWith({ output: blocks(this.finalText(true)), stopReason: 'error', diagnostic: boundDiagnostic(diagnostic) });
   }
 
   /** Settle `aborted` now; the agent's own answer to the cancel is not awaited. */
   cancel(): void {
     if (this.settled) return;
-    this.resolveWith({ output: blocks(this.finalText()), stopReason: 'aborted' });
+    this.resolveWith({ output: blocks(this.finalText(true)), stopReason: 'aborted' });
     this.cancelled.abort();
     this.options.onCancel();
   }
 
-  /** The last non-empty assistant message of this turn. */
-  finalText(): string {
+  /**
+   * The last non-empty assistant message of this turn; `capped`: already cut to the output cap
+   * as capText cuts it (marker included), built in one piece when its text is one-byte (the
+   * usual answer), so the result is the answer's only copy and the service's cut finds nothing
+   * to do.
+   */
+  finalText(capped = false): string {
+    const cap = this.options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
     for (let i = this.messages.length - 1; i >= 0; i--) {
-      const text = this.messages[i]?.text ?? '';
-      if (text.trim() !== '') return text;
+      const message = this.messages[i];
+      if (!message || message.blank) continue;
+      if (!capped) return message.parts.join('');
+      this.cutOutput = message.bytes > cap;
+      return cutToCap(message, cap);
     }
     return '';
   }
+
+  /** The output finalText(true) made was cut to the cap (capped() names the cut). */
+  private cutOutput = false;
 
   private resolveWith(result: SubagentResult): void {
     this.outcome = result.stopReason;
@@ -160,7 +181,7 @@ export class Turn {
   private capped(result: SubagentResult): SubagentResult {
     const cap = this.options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
     const output = capBlocks(result.output, cap);
-    if (!output.truncated) return result;
+    if (!output.truncated && !this.cutOutput) return result;
     const notes = [truncationNote('output', cap), result.diagnostic].filter((note) => note !== undefined && note !== '');
     return { ...result, output: output.blocks, diagnostic: boundDiagnostic(notes.join('; ')) };
   }
@@ -181,16 +202,17 @@ export class Turn {
     if (sameMessage) {
       // One byte over the cap is enough for the service to see the cut and name it.
       if (last.bytes <= (this.options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES)) {
-        last.text += text;
+        last.parts.push(text);
         last.bytes += bytes;
+        if (last.blank) last.blank = !NOT_BLANK.test(text);
       }
       last.messageId ??= messageId;
     } else {
       // Only the last non-empty message can become the output: drop the older ones.
       let keep = this.messages.length - 1;
-      while (keep > 0 && this.messages[keep]?.text.trim() === '') keep--;
+      while (keep > 0 && this.messages[keep]?.blank === true) keep--;
       if (keep > 0) this.messages.splice(0, keep);
-      this.messages.push({ messageId, text, bytes });
+      this.messages.push({ messageId, parts: [text], bytes, blank: !NOT_BLANK.test(text) });
     }
     this.boundary = false;
   }
@@ -208,6 +230,27 @@ export class Turn {
       },
     });
   }
+}
+
+/**
+ * `message`'s text cut to `cap` bytes, as capText(text, cap) cuts it: joined once with the marker
+ * when the kept prefix is one-byte text (then its UTF-16 units are its bytes); otherwise joined,
+ * then cut by capText.
+ */
+function cutToCap(message: Message, cap: number): string {
+  if (message.bytes <= cap) return message.parts.join('');
+  const room = Math.max(0, cap - Buffer.byteLength(TRUNCATION_MARKER, 'utf8'));
+  const kept: string[] = [];
+  let units = 0;
+  for (const part of message.parts) {
+    if (units >= room) break;
+    const piece = units + part.length <= room ? part : part.slice(0, room - units);
+    if (Buffer.byteLength(piece, 'utf8') !== piece.length) return capText(message.parts.join(''), cap).text;
+    kept.push(piece);
+    units += piece.length;
+  }
+  kept.push(TRUNCATION_MARKER);
+  return kept.join('');
 }
 
 function blocks(text: string): ContentBlock[] {
