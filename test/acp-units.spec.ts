@@ -6,6 +6,7 @@
 import { mkdtemp, rm, writeFile, chmod } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { TRUNCATION_MARKER, capText, truncationNote, type RunEvent } from '../protocol/index.js';
 import { ByteRing } from '../daemon/providers/acp/byte-ring.js';
@@ -13,47 +14,69 @@ import { buildChildEnv, resolveCommand } from '../daemon/providers/acp/child-env
 import { resolveAcpConfig } from '../daemon/providers/acp/config.js';
 import { ConfigError, loadConfig } from '../daemon/config.js';
 import { describeFailure } from '../daemon/providers/acp/diagnostic.js';
-import { guardNdJson, ProtocolViolation } from '../daemon/providers/acp/nd-json-guard.js';
+import { agentMessages, ProtocolViolation } from '../daemon/providers/acp/nd-json-stream.js';
 import { allowOutcome, denyOutcome } from '../daemon/providers/acp/permission-policy.js';
 import { mapStopReason } from '../daemon/providers/acp/stop-reason.js';
 import { compileStructuredOutput } from '../daemon/providers/acp/structured-output.js';
 import { Turn } from '../daemon/providers/acp/turn.js';
 
-describe('guardNdJson', () => {
-  async function pipe(chunks: string[]): Promise<{ out: string; violation: ProtocolViolation | undefined; failed: boolean }> {
+describe('agentMessages (the agent\'s stdout as messages)', () => {
+  async function read(chunks: Array<string | Buffer>): Promise<{ messages: unknown[]; violation: ProtocolViolation | undefined; failed: boolean }> {
     let violation: ProtocolViolation | undefined;
-    const source = new ReadableStream<Uint8Array>({
-      start(controller) {
-        for (const chunk of chunks) controller.enqueue(new TextEncoder().encode(chunk));
-        controller.close();
-      },
-    });
-    let out = '';
+    const stdout = new PassThrough();
+    const messages: unknown[] = [];
     let failed = false;
-    try {
-      for await (const chunk of source.pipeThrough(guardNdJson((v) => (violation = v), 64))) out += new TextDecoder().decode(chunk);
-    } catch {
-      failed = true;
+    const reading = (async () => {
+      try {
+        for await (const message of agentMessages(stdout, (v) => (violation = v), 64)) messages.push(message);
+      } catch {
+        failed = true;
+      }
+    })();
+    for (const chunk of chunks) {
+      stdout.write(chunk);
+      await new Promise((resolve) => setImmediate(resolve));
     }
-    return { out, violation, failed };
+    stdout.end();
+    await reading;
+    return { messages, violation, failed };
   }
 
-  it('passes JSON object lines through unchanged, split anywhere', async () => {
-    const result = await pipe(['{"jsonrpc":"2.0",', '"id":1}\n\n{"a"', ':2}\n']);
-    expect(result).toEqual({ out: '{"jsonrpc":"2.0","id":1}\n\n{"a":2}\n', violation: undefined, failed: false });
+  it('parses JSON object lines split anywhere (a character split across chunks too), skipping blank lines', async () => {
+    const check = Buffer.from('{"t":"✓"}\n');
+    const result = await read(['{"jsonrpc":"2.0",', '"id":1}\n\n  \r\n{"a"', ':2}\r\n', check.subarray(0, 7), check.subarray(7), '{"last":true}']);
+    expect(result).toEqual({ messages: [{ jsonrpc: '2.0', id: 1 }, { a: 2 }, { t: '✓' }, { last: true }], violation: undefined, failed: false });
   });
 
-  it('stops at a non-JSON line before passing it on', async () => {
-    const result = await pipe(['{"ok":1}\n', 'hello world\n{"later":1}\n']);
+  it('stops at a non-JSON line: nothing after it reaches the SDK', async () => {
+    const result = await read(['{"ok":1}\n', 'hello world\n{"later":1}\n']);
     expect(result.failed).toBe(true);
-    expect(result.out).toBe('{"ok":1}\n');
+    expect(result.messages).toEqual([{ ok: 1 }]);
     expect(result.violation?.message).toContain('"hello world"');
   });
 
-  it('treats JSON that is not an object, an unterminated last line, and an overlong line as violations', async () => {
-    expect((await pipe(['[1,2]\n'])).violation).toBeDefined();
-    expect((await pipe(['{"ok":1}\n', 'trailing'])).violation).toBeDefined();
-    expect((await pipe(['{"x":"' + 'y'.repeat(100)])).violation?.message).toContain('longer than 64 bytes');
+  it('treats JSON that is not an object, a non-JSON unterminated last line, and an overlong line as violations', async () => {
+    expect((await read(['[1,2]\n'])).violation).toBeDefined();
+    expect((await read(['"a string"\n'])).violation).toBeDefined();
+    expect((await read(['{"ok":1}\n', 'trailing'])).violation).toBeDefined();
+    expect((await read(['{"x":"' + 'y'.repeat(100)])).violation?.message).toContain('longer than 64 bytes');
+    expect((await read(['{"x":"' + 'y'.repeat(100) + '"}\n'])).violation?.message).toContain('longer than 64 bytes');
+  });
+
+  it('pauses stdout while the reader has not taken what was parsed', async () => {
+    const stdout = new PassThrough();
+    const messages = agentMessages(stdout, () => undefined);
+    for (let i = 0; i < 100; i++) stdout.write(`{"n":${i}}\n`);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(stdout.isPaused()).toBe(true);
+    const reader = messages.getReader();
+    const got: unknown[] = [];
+    const all = (async () => {
+      for (let r = await reader.read(); !r.done; r = await reader.read()) got.push(r.value);
+    })();
+    stdout.end();
+    await all;
+    expect(got).toHaveLength(100);
   });
 });
 

@@ -18,7 +18,6 @@
 import { stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { isAbsolute } from 'node:path';
-import { Readable, Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import * as acp from '@agentclientprotocol/sdk';
 import type { Logger } from 'pino';
@@ -32,7 +31,7 @@ import { buildClientApp, type SessionBinding } from './client-requests.js';
 import type { ResolvedAcpConfig } from './config.js';
 import { hasImage, toAcpContent } from './content-mapping.js';
 import { describeFailure } from './diagnostic.js';
-import { guardNdJson, ProtocolViolation } from './nd-json-guard.js';
+import { agentStream, ProtocolViolation } from './nd-json-stream.js';
 import type { StructuredOutput } from './structured-output.js';
 import { Turn } from './turn.js';
 import { within } from '../../../common/bounded-wait.js';
@@ -86,10 +85,6 @@ export class AcpSession {
     private readonly child: AgentProcess,
     private log: Logger,
   ) {
-    // Node pipes yield Buffers, which are Uint8Arrays; the casts only narrow the web typings.
-    const stdout = (Readable.toWeb(child.stdout) as ReadableStream<Uint8Array>).pipeThrough(
-      guardNdJson((violation) => this.onViolation(violation)),
-    );
     const app = buildClientApp({
       config,
       log: () => this.log,
@@ -97,9 +92,7 @@ export class AcpSession {
       sessionId: () => this.id,
       currentTurn: () => this.wireTurns[0],
     });
-    this.connection = app.connect(
-      acp.ndJsonStream(Writable.toWeb(child.stdin) as WritableStream<Uint8Array>, stdout),
-    );
+    this.connection = app.connect(agentStream(child.stdout, child.stdin, (violation) => this.onViolation(violation)));
     void this.connection.closed.then(() => this.onClosed());
     void child.exited.then(async () => {
       // Normally the SDK sees stdout end by itself; force it only if something keeps stdout open.
