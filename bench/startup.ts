@@ -7,7 +7,8 @@
  * from spawn to accepting connections with the compile cache warm (every start after the first)
  * and empty (the first start), with its CPU time and RSS at that moment. The daemon turns the
  * cache on only once it accepts (cli/daemon-command.ts), so the two rows should agree: a gap
- * between them means start-up code is cached again.
+ * between them means start-up code is cached again. A last daemon row starts it with Prometheus
+ * metrics on: what observability costs a start, beside the default (off) it is compared with.
  * CPU time is the steadier figure on a loaded machine: wall time includes waiting for a core.
  * Then one daemon's idle RSS after start and after `runs` trivial echo runs: right after, once
  * the daemon has given memory back (it does after IDLE_RELEASE_WAIT_MS of quiet), and after a
@@ -114,15 +115,18 @@ function dependencyFloor(cleanup: Cleanup): Promise<ColdStart> {
   return coldStart(['--input-type=module', '-e', code, socket], socket, { PATH: process.env['PATH'] ?? '' });
 }
 
-/** The daemon command with an empty config; its compile cache lives in `cacheHome`. */
-function daemonStart(cleanup: Cleanup, cacheHome: string): Promise<ColdStart> {
+/** The daemon command with an empty config (or `settings`); its compile cache lives in `cacheHome`. */
+function daemonStart(cleanup: Cleanup, cacheHome: string, settings: Record<string, unknown> = {}): Promise<ColdStart> {
   const dir = cleanup.tempDir();
   const socket = join(dir, 'daemon.sock');
   const config = join(dir, 'config.json');
-  writeFileSync(config, '{}');
+  writeFileSync(config, JSON.stringify(settings));
   const args = [CLI, 'daemon', '--socket', socket, '--state-dir', join(dir, 'state'), '--config', config];
   return coldStart(args, socket, { PATH: process.env['PATH'] ?? '', HOME: dir, XDG_CACHE_HOME: cacheHome });
 }
+
+/** The config that turns Prometheus metrics on (any free loopback port): the startup rows' "observability on". */
+const METRICS_ON = { metrics: { address: '127.0.0.1:0' } };
 
 interface Row {
   readonly what: string;
@@ -136,6 +140,7 @@ export async function startupBench(report: Report, cleanup: Cleanup, options: St
       'with pino and vscode-jsonrpc, the libraries the daemon must run on, loaded as the daemon loads them) so load changes hit all. ' +
       'The daemon command runs with an empty config file. "Warm" is every start after the first (Node\'s compile cache, kept per user, holds what earlier starts compiled); ' +
       '"empty cache" is a first start. The daemon compiles its start-up code without the cache and turns it on once it accepts (Node holds every cache entry in memory), so the two should agree. ' +
+        '"Metrics on" is the warm start with Prometheus metrics served (config `metrics.address`): off, as in the other daemon rows, neither daemon/telemetry/ nor prom-client loads, and without OTEL_* variables neither does the tracing SDK. ' +
       'The SDKs of the openai-compatible model and of ACP, the client side and the search engine load when first used, not here.',
   );
   const bare: number[] = [];
@@ -146,6 +151,8 @@ export async function startupBench(report: Report, cleanup: Cleanup, options: St
   const deps: ColdStart[] = [];
   const warm: ColdStart[] = [];
   const empty: ColdStart[] = [];
+  // Observability on: what `--metrics` costs a start (prom-client and daemon/telemetry/ load; off, neither does).
+  const metrics: ColdStart[] = [];
   const daemonIndex = join(REPO, 'dist', 'daemon', 'index.js');
   for (let pair = 0; pair < options.pairs; pair++) {
     bare.push(nodeProcessMs('0'));
@@ -154,6 +161,7 @@ export async function startupBench(report: Report, cleanup: Cleanup, options: St
     deps.push(await dependencyFloor(cleanup));
     warm.push(await daemonStart(cleanup, warmCache));
     empty.push(await daemonStart(cleanup, cleanup.tempDir()));
+    metrics.push(await daemonStart(cleanup, warmCache, METRICS_ON));
   }
   const b = summarize(bare);
   const l = summarize(library);
@@ -166,6 +174,7 @@ export async function startupBench(report: Report, cleanup: Cleanup, options: St
     { what: 'floor: the same as an ES module with pino and vscode-jsonrpc loaded (the libraries the daemon runs on)', samples: deps },
     { what: 'daemon command, warm cache: spawn → accepting connections', samples: warm },
     { what: 'daemon command, empty cache (first start): spawn → accepting', samples: empty },
+    { what: 'daemon command, warm cache, metrics on (`metrics.address`, as `--metrics`): spawn → accepting', samples: metrics },
   ];
   for (const row of rows) {
     const t = summarize(row.samples.map((s) => s.ms));
