@@ -89,6 +89,8 @@ export interface FrontContext {
   lentTicket?: (parentRunId: string) => number | undefined;
   /** Executes a nested start's record, written `running` on its parent's lent slot, beside the slot loops (cluster-worker.ts). */
   executeLent?: (record: ClusterRun, cancel: AbortSignal) => Promise<void>;
+  /** A fresh start that executes here at once on a spare ticket, skipping the queue (cluster-worker.ts); undefined: queue it. */
+  startHere?: (record: ClusterRun, cancel: AbortSignal) => { record: ClusterRun; execute(): Promise<void> } | undefined;
   /** How this member's execution slots are held (for status). */
   executionSlots?: () => ExecutionSlots;
 }
@@ -134,7 +136,11 @@ async function submit(provider: string, request: ProviderStartRequest, front: Fr
     workspace,
     ...(report && { reports: true }),
   };
-  if (parentRunId === undefined) return launch(record, host, signal, report, front, kind);
+  if (parentRunId === undefined) {
+    // This member has a slot and a spare ticket, and nothing is queued: execute here, one write (spare-tickets.ts).
+    const here = front.startHere?.(record, signal);
+    return here ? launch(here.record, host, signal, report, front, kind, here.execute) : launch(record, host, signal, report, front, kind);
+  }
   // A nested start: its parent waits on it here, and lends it its execution slot (lent-slots.ts).
   const seq = front.lentTicket?.(parentRunId);
   if (seq === undefined) throw new SubagentError('RUN_STATE', `run ${parentRunId} does not execute on member ${front.relay.memberId}: its nested start has no slot to borrow`);

@@ -41,6 +41,11 @@ export interface ClusterRun {
   /** The ticket (its queue sequence) the run executes under; a redelivered ticket finds its run by it. */
   readonly lease?: number;
   readonly claimedAt?: string;
+  /**
+   * A local start: its front executed it at once on a spare ticket it held (spare-tickets.ts),
+   * created `running`, never queued; `lease` is that ticket's sequence.
+   */
+  readonly local?: true;
   /** The child exists (published); its id names its session. */
   readonly childId?: string;
   readonly startedAt?: string;

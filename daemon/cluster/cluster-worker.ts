@@ -51,14 +51,18 @@ import { sessionKeyOf, type ClusterRun } from './cluster-run.js';
 import type { MemberRelay, RelayTarget, ReportSink } from './member-relay.js';
 import type { NatsLink } from './nats-link.js';
 import type { ClusterNames } from './names.js';
-import type { Claim, ClusterScheduler } from './scheduler.js';
-import type { Ticket } from './slot-queue.js';
+import type { Claim, ClusterScheduler, SlotReservation } from './scheduler.js';
+import { Lease, type Ticket } from './slot-queue.js';
+import { SpareTickets, SpentTicket } from './spare-tickets.js';
 import { LentTicket, leftLent } from './lent-slots.js';
 import type { SessionEvents } from './session-events.js';
 import { SessionMirror } from './session-mirror.js';
 import { parkedRecord } from './parked-starts.js';
 import type { WorkspaceGate } from './workspace.js';
 import { answerSurveys } from './workspace-survey.js';
+
+/** How long a spare ticket (spare-tickets.ts) waits for a local start before it is acknowledged. */
+const SPARE_IDLE_MS = 1000;
 
 /** What a child taken over is told: another member ran its earlier steps, which are above. */
 export const TAKEOVER_PROMPT =
@@ -126,7 +130,8 @@ interface Conduit {
 interface Execution {
   readonly runId: string;
   readonly abort: AbortController;
-  readonly lease: Ticket;
+  /** A spent ticket once the run settled and its ticket went on to the next (spare-tickets.ts). */
+  lease: Ticket;
   lost: boolean;
   run?: DaemonRun;
   revision: number;
@@ -154,6 +159,12 @@ interface Begun {
 export class ClusterWorker {
   private readonly stop = new AbortController();
   private readonly executing = new Map<string, Execution>();
+  /** Tickets of runs that ended here, kept for this member's next local start (spare-tickets.ts). */
+  private readonly spares = new SpareTickets(SPARE_IDLE_MS, (lease) => this.recycle(lease, true));
+  /** Execution slots promised and not yet executing: a local start creating its record, a loop claiming. */
+  private reserved = 0;
+  /** Slot loops waiting for a slot to free (this member is full of local starts). */
+  private roomWaiters: Array<() => void> = [];
   private loops: Promise<void>[] = [];
   private stopBeating: (() => void) | undefined;
   private unfollowOwners: (() => void) | undefined;
@@ -178,15 +189,24 @@ export class ClusterWorker {
         // The owner's side wrote (the token's hash, a moved owner): rebase on it now, not after a refused write and a read.
         if (revision > execution.revision) adopt(execution, record, revision);
       }
+      // A run waits in the queue: a spare held here goes to the fair pick (or back to the queue).
+      if (record.state === 'queued' && record.parked === undefined && this.spares.size > 0) {
+        const spare = this.spares.take();
+        if (spare) this.recycle(spare);
+      }
       // Check a queued run's workspace as soon as it is seen, not when a ticket is held.
       if (record.state === 'queued' && this.options.slots > 0 && this.options.gate.known(record.workspace) === undefined) void this.options.gate.serves(record.workspace);
     });
     // Back from an outage: heartbeat every ticket held here at once, not at its next tick.
     this.stopBeating = this.link.onChange((online) => {
-      if (online) for (const execution of this.executing.values()) if (!execution.lost) execution.lease.beat();
+      if (!online) return;
+      for (const execution of this.executing.values()) if (!execution.lost) execution.lease.beat();
+      this.spares.beat();
     });
     // Only a member that executes runs says it serves a workspace.
     if (this.options.slots > 0) this.stopAnswering = answerSurveys(this.link, this.names, this.options.gate, this.scheduler.worker);
+    // A ticket with nothing to claim while nothing is queued: kept for a local start.
+    this.scheduler.keepSpare = (lease) => this.recycle(lease);
     for (let i = 0; i < this.options.slots; i++) this.loops.push(this.loop());
   }
 
@@ -284,7 +304,104 @@ export class ClusterWorker {
     this.stopBeating?.();
     this.unfollowOwners?.();
     for (const execution of this.executing.values()) this.letGo(execution, 'the member is stopping');
-    await Promise.allSettled([...this.executing.values()].map((e) => e.run?.dispose()));
+    this.freed();
+    // Spares go back: to the queue when runs wait there, else out of it (each queued run has its own ticket).
+    const queued = this.scheduler.hasQueued();
+    const spares = this.spares.drain();
+    for (const lease of spares) if (queued) lease.nak();
+    await Promise.allSettled([...this.executing.values()].map((e) => e.run?.dispose()).concat(queued ? [] : spares.map((lease) => lease.ack())));
+  }
+
+  // A pin binds a queued continuation to the member holding its child; a pinned run taken
+  // over (that member went silent) is claimed like any other, and ends saying it cannot migrate.
+  private readonly mayRun = (run: ClusterRun): boolean =>
+    this.providers.has(run.provider) && (run.state !== 'queued' || run.pin === undefined || run.pin === this.scheduler.worker.id);
+
+  // A run executes only where its workspace is: the gate's verdict, made ready by `prepare`.
+  private readonly canRun = (run: ClusterRun): boolean => this.mayRun(run) && this.options.gate.known(run.workspace) === true;
+
+  private readonly prepare = async (runs: Iterable<ClusterRun>): Promise<void> => {
+    const { gate } = this.options;
+    const checks: Promise<boolean>[] = [];
+    for (const run of runs) if (this.mayRun(run) && gate.known(run.workspace) === undefined) checks.push(gate.serves(run.workspace));
+    await Promise.all(checks);
+  };
+
+  /** A loop's slot for its claim, reserved before the claim's compare-and-set (local starts take slots too). */
+  private readonly slot: SlotReservation = {
+    take: () => {
+      if (!this.hasRoom()) return false;
+      this.reserved += 1;
+      return true;
+    },
+    give: () => {
+      this.reserved -= 1;
+      this.freed();
+    },
+  };
+
+  /** A free execution slot: runs executing here under a ticket of their own, and slots promised, below `slots`. */
+  private hasRoom(): boolean {
+    return this.slotsHeld().held + this.reserved < this.options.slots;
+  }
+
+  /** A slot may have freed: waiting loops look again. */
+  private freed(): void {
+    for (const wake of this.roomWaiters.splice(0)) wake();
+  }
+
+  /**
+   * A fresh start of this member's own client that may execute here at once, on a spare ticket
+   * (spare-tickets.ts), instead of waiting for the queue's trip: when this member has a free slot,
+   * the provider, a yes for the workspace and a spare, and the pool has no queued run (which the
+   * fair pick would put first). Returns the run's record, `running` here under the spare, and
+   * `execute`, which creates it (one write: no ticket, no claim) and starts the child beside the
+   * slot loops; undefined when the start must go through the queue.
+   */
+  startHere(record: ClusterRun, cancel: AbortSignal): { record: ClusterRun; execute(): Promise<void> } | undefined {
+    if (this.stop.signal.aborted || !this.link.online || record.resumes !== undefined || record.pin !== undefined) return undefined;
+    if (this.spares.size === 0 || !this.canRun(record) || !this.hasRoom() || this.scheduler.hasQueued()) return undefined;
+    const lease = this.spares.take()!;
+    this.reserved += 1;
+    const running: ClusterRun = { ...record, state: 'running', worker: this.scheduler.worker, lease: lease.seq, attempt: 1, claimedAt: isoTime(), local: true };
+    return { record: running, execute: () => this.executeHere(running, lease, cancel) };
+  }
+
+  private async executeHere(record: ClusterRun, lease: Lease, cancel: AbortSignal): Promise<void> {
+    let revision: number;
+    try {
+      revision = await this.scheduler.records.create(record);
+    } catch (error) {
+      this.slot.give();
+      // The create may have landed unseen: the ticket lapses and its next holder finds the record
+      // (scheduler.ts, a takeover; its front, here, no longer waits, so it is parked) or nothing.
+      lease.stop();
+      throw error;
+    }
+    this.reserved -= 1;
+    void this.perform({ run: record, revision, lease, takeover: false }, cancel).catch((error: unknown) =>
+      this.options.log.warn({ err: error, runId: record.runId }, 'cluster: a local start failed'),
+    );
+  }
+
+  /**
+   * A ticket this member holds and no run here needs any more (its run settled, or a spare went
+   * unused): kept as a spare while nothing is queued (`expired`: acknowledged, it is in excess),
+   * else to the slot loops' fair pick when one of the queued runs may run here, else back to the
+   * queue at once for another member.
+   */
+  private recycle(lease: Lease, expired = false): void {
+    if (this.stop.signal.aborted) {
+      void lease.ack().catch(() => lease.stop());
+      return;
+    }
+    if (!this.scheduler.hasQueued()) {
+      if (expired) void lease.ack().catch(() => lease.stop());
+      else this.spares.keep(lease);
+    } else if (this.hasRoom() && this.scheduler.hasQueued(this.mayRun)) {
+      lease.keepAlive(() => undefined); // the claim that takes it binds its own
+      this.scheduler.queue.hand(lease);
+    } else lease.nak();
   }
 
   private async loop(): Promise<void> {
@@ -293,23 +410,17 @@ export class ClusterWorker {
         await new Promise((resolve) => setTimeout(resolve, 250));
         continue;
       }
-      // A pin binds a queued continuation to the member holding its child; a pinned run taken
-      // over (that member went silent) is claimed like any other, and ends saying it cannot migrate.
-      // A run executes only where its workspace is: the gate's verdict, made ready by `prepare`.
-      const me = this.scheduler.worker.id;
-      const { gate } = this.options;
-      const mayRun = (run: ClusterRun): boolean => this.providers.has(run.provider) && (run.state !== 'queued' || run.pin === undefined || run.pin === me);
-      const canRun = (run: ClusterRun): boolean => mayRun(run) && gate.known(run.workspace) === true;
-      const prepare = async (runs: Iterable<ClusterRun>): Promise<void> => {
-        const checks: Promise<boolean>[] = [];
-        for (const run of runs) if (mayRun(run) && gate.known(run.workspace) === undefined) checks.push(gate.serves(run.workspace));
-        await Promise.all(checks);
-      };
-      const claim = await this.scheduler.next(this.stop.signal, canRun, prepare).catch((error: unknown) => {
+      // This member's slots are full of local starts: wait for one to free before pulling a ticket.
+      if (!this.hasRoom()) {
+        await new Promise<void>((resolve) => this.roomWaiters.push(resolve));
+        continue;
+      }
+      const claim = await this.scheduler.next(this.stop.signal, this.canRun, this.prepare, this.slot).catch((error: unknown) => {
         this.options.log.warn({ err: error }, 'cluster: taking a run failed');
         return undefined;
       });
       if (!claim) continue;
+      this.reserved -= 1; // the execution registers at once, and counts as held
       await this.perform(claim);
     }
   }
@@ -465,7 +576,13 @@ export class ClusterWorker {
     await this.untilStored(execution, log, 'mirroring the session', () => mirror.sync());
     mirror.stop();
     await this.untilStored(execution, log, 'recording the outcome', () => this.record(execution, { state: 'settled', settledAt, result }));
-    await this.untilStored(execution, log, 'acknowledging the ticket', () => lease.ack());
+    this.freed();
+    if (execution.lost) return { stopReason: result.stopReason };
+    if (lease instanceof Lease && !this.stop.signal.aborted) {
+      // The ticket goes on (spare-tickets.ts): this execution keeps only its sequence.
+      execution.lease = new SpentTicket(lease.seq, lease.heartbeatMs);
+      this.recycle(lease);
+    } else await this.untilStored(execution, log, 'acknowledging the ticket', () => lease.ack());
     return { stopReason: result.stopReason };
   }
 
@@ -682,6 +799,7 @@ export class ClusterWorker {
   private forget(execution: Execution): void {
     execution.closeControl();
     this.executing.delete(execution.runId);
+    this.freed();
   }
 }
 

@@ -18,7 +18,7 @@ import type { RunRecords } from './run-records.js';
 
 /** The claimed `record` of a start nobody waits for, parked: queued again, claimed by nobody. */
 export function parkedRecord(record: ClusterRun): ClusterRun {
-  const { worker: _worker, lease: _lease, claimedAt: _claimedAt, ...rest } = record;
+  const { worker: _worker, lease: _lease, claimedAt: _claimedAt, local: _local, ...rest } = record;
   return { ...rest, state: 'queued', attempt: 0, parked: isoTime() };
 }
 

@@ -16,7 +16,7 @@ import { isoTime } from '../../common/iso-time.js';
 import { SubagentError } from '../../protocol/index.js';
 import type { ClusterRun, WorkerRef } from './cluster-run.js';
 import { pickFairly } from './fair-pick.js';
-import type { RunRecords } from './run-records.js';
+import type { Revisioned, RunRecords } from './run-records.js';
 import type { Lease, SlotQueue } from './slot-queue.js';
 
 export interface Claim {
@@ -98,7 +98,7 @@ export class ClusterScheduler {
    * the runs a claim may look at before `canRun` (synchronous) judges them: the worker checks
    * their workspaces there (workspace.ts), once per identity.
    */
-  async next(signal: AbortSignal, canRun: (run: ClusterRun) => boolean = () => true, prepare: Prepare = async () => undefined): Promise<Claim | undefined> {
+  async next(signal: AbortSignal, canRun: (run: ClusterRun) => boolean = () => true, prepare: Prepare = async () => undefined, slot?: SlotReservation): Promise<Claim | undefined> {
     while (!signal.aborted) {
       const lease = await this.queue.take(PULL_WAIT_MS).catch(() => undefined);
       if (!lease) continue;
@@ -106,11 +106,29 @@ export class ClusterScheduler {
         lease.nak();
         return undefined;
       }
+      // The member's slots are full of local starts meanwhile (spare-tickets.ts): the ticket is for another member.
+      if (slot && !slot.take()) {
+        giveBack(lease);
+        continue;
+      }
       // The lease heartbeats from delivery: a claim that fails gives its ticket back, or it would be kept alive for nothing.
       const claim = await this.claimFor(lease, canRun, prepare).catch(() => giveBack(lease));
       if (claim) return claim;
+      slot?.give();
     }
     return undefined;
+  }
+
+  /**
+   * Set by the worker: a ticket with nothing here to claim while nothing at all is queued is
+   * kept as a spare for this member's next local start (spare-tickets.ts), not given back.
+   */
+  keepSpare: ((lease: Lease) => void) | undefined;
+
+  /** Whether a run (`which`, default any) waits in the queue as this member's view shows it, those this member is claiming aside. */
+  hasQueued(which: (run: ClusterRun) => boolean = () => true): boolean {
+    for (const run of this.active.values()) if (run.state === 'queued' && run.parked === undefined && !this.claiming.has(run.runId) && which(run)) return true;
+    return false;
   }
 
   private async claimFor(lease: Lease, canRun: (run: ClusterRun) => boolean, prepare: Prepare): Promise<Claim | undefined> {
@@ -125,20 +143,18 @@ export class ClusterScheduler {
     }
     if (lease.deliveries > 1) {
       const orphan = await this.orphanOf(lease);
+      if (orphan === 'ended') {
+        await lease.ack(); // its run ended; only its ticket was left behind
+        return undefined;
+      }
       if (orphan) {
-        const current = await this.records.get(orphan.runId);
-        if (current && current.record.state !== 'running') {
-          await lease.ack(); // it ended; only its ticket was left behind
-          return undefined;
-        }
-        if (current && current.record.lease === lease.seq) {
-          await prepare([current.record]);
-          if (!canRun(current.record)) return giveBack(lease);
-          const run: ClusterRun = { ...current.record, worker: this.worker, attempt: current.record.attempt + 1, claimedAt: isoTime() };
-          const revision = await this.records.transition(run.runId, run, current.revision).catch(() => undefined);
-          if (revision === undefined) return giveBack(lease);
-          return { run, revision, lease, takeover: true, ...(current.record.worker && { previous: current.record.worker }) };
-        }
+        const current = orphan;
+        await prepare([current.record]);
+        if (!canRun(current.record)) return giveBack(lease);
+        const run: ClusterRun = { ...current.record, worker: this.worker, attempt: current.record.attempt + 1, claimedAt: isoTime() };
+        const revision = await this.records.transition(run.runId, run, current.revision).catch(() => undefined);
+        if (revision === undefined) return giveBack(lease);
+        return { run, revision, lease, takeover: true, ...(current.record.worker && { previous: current.record.worker }) };
       }
     }
     // A ticket can outrun its record to this member's view (the record's watch lags the queue): read it.
@@ -159,6 +175,12 @@ export class ClusterScheduler {
       } finally {
         this.claiming.delete(picked.runId);
       }
+    }
+    // Nothing here to claim: with nothing queued anywhere the ticket is in excess (a spare claimed
+    // the run it came with), and this member keeps it for its next local start.
+    if (this.keepSpare && !this.hasQueued()) {
+      this.keepSpare(lease);
+      return undefined;
     }
     return giveBack(lease);
   }
@@ -185,21 +207,39 @@ export class ClusterScheduler {
   }
 
   /**
-   * The run a redelivered ticket was executing: usually the ticket's own run (asked of the
-   * server, so a view that lags cannot hide it), else found in the view (fair picks swap tickets).
+   * The run a redelivered ticket was executing, as the server has it now: usually the ticket's
+   * own run (asked of the server, so a view that lags cannot hide it), else one found in the view
+   * naming the ticket (fair picks swap tickets; a recycled ticket, spare-tickets.ts, names the
+   * local starts it served, one at a time). `ended`: the runs naming it all ended, so only the
+   * ticket was left behind. A nested run names its parent's ticket too (lent-slots.ts): the ticket
+   * is the parent's.
    */
-  private async orphanOf(lease: Lease): Promise<ClusterRun | undefined> {
+  private async orphanOf(lease: Lease): Promise<Revisioned<ClusterRun> | 'ended' | undefined> {
+    let ended = false;
     if (lease.runId !== undefined) {
-      const own = (await this.records.get(lease.runId))?.record;
-      if (own?.lease === lease.seq) return own;
+      const own = await this.records.get(lease.runId);
+      if (own?.record.lease === lease.seq) {
+        if (own.record.state === 'running') return own;
+        ended = true;
+      }
     }
-    // A nested run names its parent's ticket too (lent-slots.ts): the ticket is the parent's.
-    for (const run of this.active.values()) if (run.lease === lease.seq && run.state === 'running' && run.lentBy === undefined) return run;
-    return undefined;
+    const named = [...this.active.values()].filter((run) => run.lease === lease.seq && run.state === 'running' && run.lentBy === undefined && run.runId !== lease.runId);
+    for (const run of named) {
+      const current = await this.records.get(run.runId);
+      if (current?.record.state === 'running' && current.record.lease === lease.seq) return current;
+      ended = true;
+    }
+    return ended ? 'ended' : undefined;
   }
 }
 
 export type Prepare = (runs: Iterable<ClusterRun>) => Promise<void>;
+
+/** A member's execution slot for a claim: taken before it (false: none free), given back when no claim came of it. */
+export interface SlotReservation {
+  take(): boolean;
+  give(): void;
+}
 
 function giveBack(lease: Lease): undefined {
   lease.nak(GIVE_BACK_MS);

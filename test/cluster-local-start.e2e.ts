@@ -1,0 +1,149 @@
+/**
+ * Local starts (daemon/cluster/spare-tickets.ts), with real daemons (the built CLI) on a real
+ * nats-server: a member that holds a spare ticket and a free slot executes its own client's start
+ * at once, its record created `running` (`local`), never queued. Shown here: such a run survives
+ * kill -9 of its member (its ticket comes back after the lease and another member resumes it, the
+ * client re-attaching through that member); the cluster-wide cap holds with local starts among
+ * the runs; and a member busy with local starts of its client does not starve another member's
+ * client (its queued runs are claimed in their fair turn while the first client keeps starting).
+ */
+import { describe, expect, it } from 'vitest';
+import type { RemoteSubagentService } from '../client/index.js';
+import type { ClusterRun } from '../daemon/cluster/cluster-run.js';
+import type { SubagentResult } from '../protocol/index.js';
+import { clusterScene } from './support/cluster-scene.js';
+import type { DaemonProcess } from './support/daemon-process.js';
+
+const scene = clusterScene();
+const { clients, records } = scene;
+
+/** A member whose children each take one scripted step of `delayMs` with a tool call, then answer "done". */
+function member(options: { cap: number; delayMs: number; slots?: number }): Promise<DaemonProcess> {
+  return scene.member(
+    { model: { default: scene.scriptedModel(options.delayMs) }, limits: { maxConcurrentRuns: options.cap } },
+    { ackWaitMs: 1000, slots: options.slots },
+  );
+}
+
+const prompt = [{ type: 'text' as const, text: 'go' }];
+const parentOf = (sessionId: string) => ({ sessionId, cwd: process.cwd() });
+
+async function oneRun(service: RemoteSubagentService, sessionId: string, provider = 'spawn'): Promise<{ runId: string; result: SubagentResult }> {
+  const run = await service.start(provider, { prompt, parent: parentOf(sessionId), signal: AbortSignal.timeout(60_000) });
+  const result = await run.result;
+  await run.dispose();
+  return { runId: run.id, result };
+}
+
+async function waitUntil(check: () => boolean, ms: number, what: string): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+/** The most runs executing at once, from the records' claimed → settled intervals. */
+function peakOf(runs: readonly ClusterRun[]): number {
+  const edges = runs.flatMap((r) => [
+    { at: Date.parse(r.claimedAt!), d: 1 },
+    { at: Date.parse(r.settledAt!), d: -1 },
+  ]);
+  edges.sort((x, y) => x.at - y.at || x.d - y.d); // an end and a start at the same ms: the end first
+  let running = 0;
+  let peak = 0;
+  for (const edge of edges) peak = Math.max(peak, (running += edge.d));
+  return peak;
+}
+
+describe('local starts: a front with a spare ticket executes its own start at once', () => {
+  it('kill -9 of the member executing a local start: after the lease another member resumes it, and the client gets the outcome through that member', async () => {
+    const doomed = await member({ cap: 2, delayMs: 4000 });
+    const store = await records();
+    const service = await clients.connect(doomed.socket);
+    // Its first run goes through the queue (no spare yet) and leaves its ticket here as a spare.
+    await oneRun(service, 'local-kill', 'echo');
+    const run = await service.start('spawn', { prompt, parent: parentOf('local-kill'), signal: AbortSignal.timeout(60_000) });
+    const first = store.seen(run.id)?.record ?? (await store.get(run.id))!.record;
+    expect(first).toMatchObject({ local: true, attempt: 1, worker: { pid: doomed.proc.pid } });
+    expect(first.lease).toBeGreaterThan(0);
+    await waitUntil(() => store.seen(run.id)?.record.childId !== undefined, 10_000, 'the child of the local start');
+    // Another member joins, then the one executing the run dies mid-step (its model step takes 4 s).
+    const heir = await member({ cap: 2, delayMs: 200 });
+    doomed.proc.kill('SIGKILL');
+    await waitUntil(() => store.seen(run.id)?.record.worker?.pid === heir.proc.pid, 30_000, 'the takeover by the other member');
+    // The client's member died with it: it re-attaches the run through the heir, with its token.
+    const viaHeir = await clients.connect(heir.socket);
+    const adopted = await viaHeir.adopt(run.id, run.runToken);
+    expect(await adopted.result).toMatchObject({ stopReason: 'completed', output: [{ type: 'text', text: 'done' }] });
+    const final = (await store.get(run.id))!.record;
+    expect(final.lease).toBe(first.lease); // the spare ticket was its lease, and came back as such
+    expect(final.childId).toBe(first.childId);
+    expect(final.attempt).toBeGreaterThanOrEqual(2);
+    await adopted.dispose();
+  }, 90_000);
+
+  it('the cluster-wide cap holds with local starts among the runs: never more than maxConcurrentRuns execute across the pool', async () => {
+    const cap = 2;
+    const a = await member({ cap, delayMs: 30 });
+    const alone = await clients.connect(a.socket);
+    // Alone, A's client starts one run after another: after the first, each executes on A's spare.
+    const warm: { runId: string; result: SubagentResult }[] = [];
+    for (let k = 0; k < 3; k++) warm.push(await oneRun(alone, 'a-1'));
+    // Then a second member, and four clients over both, more runs at once than the cap: each
+    // member would run 2 at once on its own (4 in all) without the shared cap.
+    const b = await member({ cap, delayMs: 30 });
+    const owners = ['a-1', 'a-2', 'b-1', 'b-2'];
+    const services = [alone, ...(await Promise.all([a.socket, b.socket, b.socket].map((socket) => clients.connect(socket))))];
+    const results = await Promise.all(
+      services.map(async (service, i) => {
+        const done: { runId: string; result: SubagentResult }[] = [];
+        for (let k = 0; k < 10; k++) done.push(await oneRun(service, owners[i]!));
+        return done;
+      }),
+    );
+    const all = [...warm, ...results.flat()];
+    for (const { result } of all) expect(result).toMatchObject({ stopReason: 'completed', output: [{ type: 'text', text: 'done' }] });
+    const store = await records();
+    const byId = new Map([...store.all()].map(({ record }) => [record.runId, record]));
+    const mine = all.map(({ runId }) => byId.get(runId)!);
+    expect(mine.every((r) => r !== undefined)).toBe(true);
+    expect(mine.slice(1, 3).every((r) => r.local === true && r.worker?.pid === a.proc.pid)).toBe(true);
+    expect(peakOf(mine)).toBeLessThanOrEqual(cap);
+    expect(peakOf(mine)).toBe(cap);
+    expect(mine.every((r) => r.state === 'disposed' && r.attempt === 1)).toBe(true);
+  }, 90_000);
+
+  it('a member busy with local starts of one client does not starve another member\'s client: its queued runs are claimed in their fair turn', async () => {
+    const cap = 2;
+    const a = await member({ cap, delayMs: 150 });
+    const b = await member({ cap, delayMs: 150 });
+    const store = await records();
+    const busy = await clients.connect(a.socket);
+    const other = await clients.connect(b.socket);
+    let flooding = true;
+    const busyRuns: string[] = [];
+    // The busy client keeps the cap full through A, one run after another on each of two lanes.
+    const flood = Promise.all(
+      [0, 1].map(async () => {
+        while (flooding) busyRuns.push((await oneRun(busy, 'busy')).runId);
+      }),
+    );
+    await waitUntil(() => busyRuns.some((runId) => store.seen(runId)?.record.local === true), 30_000, 'a local start of the busy client');
+    // The other client queues 4 runs through B while A's client goes on starting.
+    const waiting = await Promise.all(Array.from({ length: 4 }, () => oneRun(other, 'other')));
+    flooding = false;
+    await flood;
+    for (const { result } of waiting) expect(result).toMatchObject({ stopReason: 'completed' });
+    const others = waiting.map(({ runId }) => store.seen(runId)?.record ?? undefined);
+    expect(others.every((r) => r !== undefined && r.claimedAt !== undefined)).toBe(true);
+    const firstQueued = Math.min(...others.map((r) => Date.parse(r!.queuedAt)));
+    const lastClaimed = Math.max(...others.map((r) => Date.parse(r!.claimedAt!)));
+    // While the other client waited, the busy one got no more than its turns: each freed slot
+    // goes to the client with fewer runs executing, so the two alternate (a view's lag aside).
+    const busyMeanwhile = busyRuns
+      .map((runId) => store.seen(runId)?.record)
+      .filter((r) => r?.claimedAt !== undefined && Date.parse(r.claimedAt) > firstQueued && Date.parse(r.claimedAt) < lastClaimed);
+    expect(busyMeanwhile.length).toBeLessThanOrEqual(2 * others.length + 2);
+  }, 90_000);
+});
