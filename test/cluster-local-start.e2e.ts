@@ -8,7 +8,7 @@
  * client (its queued runs are claimed in their fair turn while the first client keeps starting).
  */
 import { describe, expect, it } from 'vitest';
-import type { RemoteSubagentService } from '../client/index.js';
+import type { RemoteSubagentRun, RemoteSubagentService } from '../client/index.js';
 import type { ClusterRun } from '../daemon/cluster/cluster-run.js';
 import type { SubagentResult } from '../protocol/index.js';
 import { clusterScene } from './support/cluster-scene.js';
@@ -63,7 +63,7 @@ describe('local starts: a front with a spare ticket executes its own start at on
     const service = await clients.connect(doomed.socket);
     // Its first run goes through the queue (no spare yet) and leaves its ticket here as a spare.
     await oneRun(service, 'local-kill', 'echo');
-    const run = await service.start('spawn', { prompt, parent: parentOf('local-kill'), signal: AbortSignal.timeout(60_000) });
+    const run = (await service.start('spawn', { prompt, parent: parentOf('local-kill'), signal: AbortSignal.timeout(60_000) })) as RemoteSubagentRun;
     const first = store.seen(run.id)?.record ?? (await store.get(run.id))!.record;
     expect(first).toMatchObject({ local: true, attempt: 1, worker: { pid: doomed.proc.pid } });
     expect(first.lease).toBeGreaterThan(0);
