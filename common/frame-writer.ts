@@ -52,6 +52,8 @@ class FrameBatch {
   private scheduled = false;
   /** Waiting for the stream's 'drain' (or 'close'). */
   private held = false;
+  /** Deferred frames among `parts`. */
+  private deferred = 0;
 
   constructor(
     private readonly output: Writable,
@@ -69,6 +71,7 @@ class FrameBatch {
 
   add(frame: Part, done: Done): void {
     this.parts.push(frame);
+    if (typeof frame !== 'string') this.deferred += 1;
     this.waiting.push(done);
     if (this.scheduled || this.held) return;
     this.scheduled = true;
@@ -106,6 +109,7 @@ class FrameBatch {
     };
     if (this.output.destroyed || this.output.writableEnded) {
       this.parts = [];
+      this.deferred = 0;
       this.waiting = [];
       return settle(new Error('the connection is closed'));
     }
@@ -118,7 +122,9 @@ class FrameBatch {
     this.parts = [];
     this.waiting = [];
     const only = parts.length === 1 ? parts[0] : undefined;
-    const text = typeof only === 'string' ? only : parts.map((part) => (typeof part === 'string' ? part : part())).join('');
+    const text =
+      typeof only === 'string' ? only : this.deferred === 0 ? parts.join('') : parts.map((part) => (typeof part === 'string' ? part : part())).join('');
+    this.deferred = 0;
     this.beforeWrite?.();
     this.output.write(text, 'utf8', settle);
   }

@@ -123,13 +123,15 @@ export class CountingWriter extends FrameWriter {
 
   /** `message` is handed to `onChange` once written (undefined for `writeJson`'s). */
   private enqueue(frame: Frame | DeferredFrame, message: Message | undefined): Promise<void> {
+    // Only the size is kept for the write's callback: the frame's text is the socket's once written.
+    const bytes = frame.bytes;
     this.inFlight += 1;
-    this.inFlightBytes += frame.bytes;
+    this.inFlightBytes += bytes;
     this.onChange();
     return new Promise<void>((resolve) => {
       this.send(message ?? BATCH, frame, () => {
         this.inFlight -= 1;
-        this.inFlightBytes -= frame.bytes;
+        this.inFlightBytes -= bytes;
         this.onChange(message);
         if (this.inFlight === 0) for (const wake of this.idle.splice(0)) wake();
         resolve();
