@@ -47,12 +47,14 @@ export interface StartKeyStore {
  * small object per key and nothing else (no promise, no closure): a busy daemon holds up to
  * `maxEntries` of them for the whole window, and each one is copied out of the young generation
  * and traced by every full GC for as long as it is held. The same object stays from claim to made,
- * so the order queue below can tell a key's live entry from a forgotten one by identity.
+ * and knows when it left the map, so the order queue needs no lookup to skip a forgotten one.
  */
 class Entry {
   runId: string | undefined = undefined;
   runToken: string | undefined = undefined;
   waiting: Array<(run: KeyedRun | undefined) => void> | undefined = undefined;
+  /** Dropped from the map (expired, past the bound, or its first start failed): the order queue skips it. */
+  gone = false;
 
   constructor(
     readonly scope: string,
@@ -113,15 +115,20 @@ export class StartKeys implements StartKeyStore {
         const waiting = entry.waiting;
         entry.waiting = undefined;
         // Still this start's key (not dropped past the bound meanwhile): it keeps its place in the order.
-        if (this.entries.get(scope) === entry) {
+        if (!entry.gone) {
           if (run) {
             entry.runId = run.runId;
             entry.runToken = run.runToken;
-          } else this.entries.delete(scope);
+          } else this.drop(entry);
         }
         for (const waiter of waiting ?? []) waiter(run);
       },
     };
+  }
+
+  private drop(entry: Entry): void {
+    entry.gone = true;
+    this.entries.delete(entry.scope);
   }
 
   /** Expired entries, and any past the bound, leave from the front (oldest first). */
@@ -129,10 +136,10 @@ export class StartKeys implements StartKeyStore {
     const expired = now - this.windowMs;
     while (this.head < this.order.length) {
       const entry = this.order[this.head]!;
-      if (this.entries.get(entry.scope) === entry) {
+      if (!entry.gone) {
         if (entry.at > expired && this.entries.size < this.maxEntries) break;
         if (entry.runId === undefined && entry.at > expired) break; // a start still being made keeps its key
-        this.entries.delete(entry.scope);
+        this.drop(entry);
       }
       this.head += 1;
     }
