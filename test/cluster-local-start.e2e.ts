@@ -83,6 +83,30 @@ describe('local starts: a front with a spare ticket executes its own start at on
     await adopted.dispose();
   }, 90_000);
 
+  it('a local start whose child cannot be made, or that is cancelled before it is ready, fails as a queued one would, leaves no record, and its ticket goes on to the next', async () => {
+    const only = await member({ cap: 1, delayMs: 30 });
+    const store = await records();
+    const service = await clients.connect(only.socket);
+    const echo = (text: string, signal = AbortSignal.timeout(60_000)) => service.start('echo', { prompt: [{ type: 'text', text }], parent: parentOf('local-fail'), signal });
+    const warm = await echo('echo warm');
+    await warm.result;
+    await warm.dispose();
+    const lease = (await store.get(warm.id))!.record.lease;
+    await expect(echo('fail-start')).rejects.toMatchObject({ code: 'START_FAILED', message: expect.stringContaining('fixture refused to start') });
+    const cancel = new AbortController();
+    const slow = echo('slow-start 60000', cancel.signal);
+    setTimeout(() => cancel.abort(), 300);
+    await expect(slow).rejects.toMatchObject({ code: 'ABORTED' });
+    // With a cap of 1, the next run executes only if the one ticket came back: locally, on it.
+    const next = await echo('echo after');
+    expect(await next.result).toMatchObject({ stopReason: 'completed' });
+    await next.dispose();
+    const after = (await store.get(next.id))!.record;
+    expect(after).toMatchObject({ local: true, lease, state: 'disposed' });
+    // The failed and cancelled starts left no record: every record is one of the two runs.
+    expect([...store.all()].map(({ record }) => record.runId).sort()).toEqual([warm.id, next.id].sort());
+  }, 60_000);
+
   it('the cluster-wide cap holds with local starts among the runs: never more than maxConcurrentRuns execute across the pool', async () => {
     const cap = 2;
     const a = await member({ cap, delayMs: 30 });

@@ -166,6 +166,8 @@ export class ClusterLedger implements RunLedger {
   }
 
   private async writeToken(run: NewRun): Promise<void> {
+    const local = this.front.localStarts.get(run.runId);
+    if (local) return this.createLocal(local, run);
     let current = this.records.seen(run.runId);
     while (current) {
       const next: ClusterRun = {
@@ -187,6 +189,28 @@ export class ClusterLedger implements RunLedger {
         }
         current = await this.records.get(run.runId);
       }
+    }
+  }
+
+  /**
+   * A local start's record, made when it is answered (cluster-worker.ts `startHere`): `running`
+   * here, with the child's id and the token's hash, one create. Refused, the start fails (the
+   * service disposes its run): no member could find, attach or take it over.
+   */
+  private async createLocal(local: ClusterRun, run: NewRun): Promise<void> {
+    this.front.localStarts.delete(run.runId);
+    const record: ClusterRun = {
+      ...local,
+      tokenHash: run.tokenHash,
+      front: this.front.relay.memberId,
+      ...(run.parentRunId !== undefined && { parentRunId: run.parentRunId }),
+      childId: run.id,
+      startedAt: run.startedAt,
+    };
+    try {
+      await this.records.create(record);
+    } catch (error) {
+      throw new SubagentError('CLUSTER_UNAVAILABLE', `the run's record could not be written to the pool: ${error instanceof Error ? error.message : String(error)}`);
     }
   }
 }

@@ -74,7 +74,13 @@ export interface FrontContext {
    * Fresh starts of this front waiting for their child, by run id: the worker of this member
    * calls one with the child's id instead of writing it (one round trip less before the answer).
    */
-  readonly startsHere: Map<string, (childId: string, startedAt: string) => Promise<void>>;
+  readonly startsHere: Map<string, StartHere>;
+  /**
+   * Local starts (spare-tickets.ts) not answered yet, by run id: their record, `running` here,
+   * which the front creates when it answers (with the child's id and the token's hash, one write:
+   * cluster-ledger.ts). Until then the run is this member's alone.
+   */
+  readonly localStarts: Map<string, ClusterRun>;
   /** The write this front owes each of those starts (the child's id with the token's hash), which the worker waits for. */
   readonly answerWrites: AnswerWrites;
   /** The control of a run executing on this member, called directly (control-request.ts). */
@@ -96,6 +102,14 @@ export interface FrontContext {
 }
 
 export type { ClusterDaemonRun };
+
+/** A fresh start waiting on this member for its child, which executes here too. */
+export interface StartHere {
+  /** The child exists: the promise is the front's write of its id (with the token's hash). */
+  started(childId: string, startedAt: string): Promise<void>;
+  /** A local start whose child could not be made: it has no record to carry the error. */
+  failed(error: unknown): void;
+}
 
 export function clusterProvider(inner: DaemonProvider, front: FrontContext): DaemonProvider {
   const runtime = { sendMessage: inner.runtime.sendMessage, resume: inner.runtime.resume };
@@ -137,7 +151,8 @@ async function submit(provider: string, request: ProviderStartRequest, front: Fr
     ...(report && { reports: true }),
   };
   if (parentRunId === undefined) {
-    // This member has a slot and a spare ticket, and nothing is queued: execute here, one write (spare-tickets.ts).
+    // This member has a slot and a spare ticket, and nothing is queued: execute here at once; the
+    // record is created when the start is answered (spare-tickets.ts).
     const here = front.startHere?.(record, signal);
     return here ? launch(here.record, host, signal, report, front, kind, here.execute) : launch(record, host, signal, report, front, kind);
   }
@@ -181,12 +196,16 @@ async function launch(
   // the front writes it into the record together with the token's hash (cluster-ledger.ts).
   let childHere: Pick<ClusterRun, 'childId' | 'startedAt'> | undefined;
   if (record.resumes === undefined) {
-    front.startsHere.set(runId, (childId, startedAt) => {
-      childHere = { childId, startedAt };
-      latest = { ...latest, ...childHere };
-      ready();
-      return front.answerWrites.expect(runId);
+    front.startsHere.set(runId, {
+      started: (childId, startedAt) => {
+        childHere = { childId, startedAt };
+        latest = { ...latest, ...childHere };
+        ready();
+        return front.answerWrites.expect(runId);
+      },
+      failed,
     });
+    if (record.local) front.localStarts.set(runId, record);
   }
   const unfollow = front.follow(runId, (next) => {
     latest = next.childId === undefined && childHere ? { ...next, ...childHere } : next;
@@ -227,6 +246,7 @@ async function launch(
     signal.removeEventListener('abort', onAbort);
     unfollow();
     front.relay.forget(runId);
+    front.localStarts.delete(runId);
     if (signal.aborted) throw new SubagentError('ABORTED', 'start was cancelled before the child was ready');
     if (error instanceof SubagentError) throw error;
     throw new SubagentError('CLUSTER_UNAVAILABLE', `the run could not be queued: ${error instanceof Error ? error.message : String(error)}`);
@@ -255,6 +275,7 @@ async function launch(
       (disposed ??= (async () => {
         signal.removeEventListener('abort', onAbort);
         front.answerWrites.done(runId); // a start abandoned before its answer: the worker need not wait for that write
+        front.localStarts.delete(runId);
 
         // A stopping member keeps its settled runs resumable (as a draining daemon keeps its
         // settled children): their records stay settled, and the executing member only releases them.

@@ -219,6 +219,9 @@ export class ClusterWorker {
    */
   startedHere: ((runId: string, childId: string, startedAt: string) => Promise<void> | undefined) | undefined;
 
+  /** Set by the cluster: a local start (no record yet) whose child could not be made tells its front here. */
+  failedHere: ((runId: string, error: SubagentError) => void) | undefined;
+
   /** A control message for a run executing here, handled at once (the front is this member); undefined when it is not here. */
   controlHere(runId: string, message: ControlMessage): Promise<void> | undefined {
     const execution = this.executing.get(runId);
@@ -367,21 +370,19 @@ export class ClusterWorker {
     return { record: running, execute: () => this.executeHere(running, lease, cancel) };
   }
 
-  private async executeHere(record: ClusterRun, lease: Lease, cancel: AbortSignal): Promise<void> {
-    let revision: number;
-    try {
-      revision = await this.scheduler.records.create(record);
-    } catch (error) {
-      this.slot.give();
-      // The create may have landed unseen: the ticket lapses and its next holder finds the record
-      // (scheduler.ts, a takeover; its front, here, no longer waits, so it is parked) or nothing.
-      lease.stop();
-      throw error;
-    }
-    this.reserved -= 1;
-    void this.perform({ run: record, revision, lease, takeover: false }, cancel).catch((error: unknown) =>
+  /**
+   * Starts the local start's child at once, with no record yet (revision 0): the front creates
+   * the record when it answers the start, with the child's id and the token's hash
+   * (cluster-ledger.ts), and this execution takes that revision from the view. Until then the run
+   * is this member's alone: a start that fails or is abandoned first writes nothing (the front
+   * hears the failure directly), and the ticket goes on.
+   */
+  private executeHere(record: ClusterRun, lease: Lease, cancel: AbortSignal): Promise<void> {
+    this.reserved -= 1; // the execution registers at once, and counts as held
+    void this.perform({ run: record, revision: 0, lease, takeover: false }, cancel).catch((error: unknown) =>
       this.options.log.warn({ err: error, runId: record.runId }, 'cluster: a local start failed'),
     );
+    return Promise.resolve();
   }
 
   /**
@@ -548,11 +549,20 @@ export class ClusterWorker {
         if (toldHere) {
           execution.record = { ...execution.record, ...started };
           execution.frontWrite = toldHere;
-        }
+        } else if (unrecorded(execution)) throw new SubagentError('ABORTED', 'start was cancelled before the child was ready'); // a local start nobody waits for
         else await this.record(execution, started);
       }
     } catch (error) {
       mirror?.stop();
+      if (unrecorded(execution)) {
+        // A local start: no record to carry the error, and no ticket to acknowledge (it goes on).
+        const failure = error instanceof SubagentError ? error : new SubagentError('START_FAILED', error instanceof Error ? error.message : String(error));
+        this.failedHere?.(runId, failure);
+        await execution.run?.dispose().catch(() => undefined);
+        if (!execution.lost) this.passOn(execution);
+        this.forget(execution);
+        return { stopReason: 'error', errorCode: failure.code };
+      }
       if (!execution.lost) {
         const code = error instanceof SubagentError ? error.code : 'START_FAILED';
         const message = error instanceof Error ? error.message : String(error);
@@ -578,12 +588,17 @@ export class ClusterWorker {
     await this.untilStored(execution, log, 'recording the outcome', () => this.record(execution, { state: 'settled', settledAt, result }));
     this.freed();
     if (execution.lost) return { stopReason: result.stopReason };
-    if (lease instanceof Lease && !this.stop.signal.aborted) {
-      // The ticket goes on (spare-tickets.ts): this execution keeps only its sequence.
-      execution.lease = new SpentTicket(lease.seq, lease.heartbeatMs);
-      this.recycle(lease);
-    } else await this.untilStored(execution, log, 'acknowledging the ticket', () => lease.ack());
+    if (lease instanceof Lease && !this.stop.signal.aborted) this.passOn(execution);
+    else await this.untilStored(execution, log, 'acknowledging the ticket', () => lease.ack());
     return { stopReason: result.stopReason };
+  }
+
+  /** The run's ticket goes on (spare-tickets.ts): this execution keeps only its sequence. */
+  private passOn(execution: Execution): void {
+    const { lease } = execution;
+    if (!(lease instanceof Lease)) return;
+    execution.lease = new SpentTicket(lease.seq, lease.heartbeatMs);
+    this.recycle(lease);
   }
 
   /**
@@ -753,10 +768,14 @@ export class ClusterWorker {
    */
   private async record(execution: Execution, patch: Partial<ClusterRun>): Promise<void> {
     if (execution.frontWrite) {
-      // The front's write lands first (the view hands us its revision), so ours is not refused.
-      await settledOrAfter(execution.frontWrite, execution.lease.heartbeatMs);
+      // The front's write lands first (the view hands us its revision), so ours is not refused. A
+      // local start's record is that write: waited for whole (it ends with the answer, or the
+      // start's abandon).
+      await (unrecorded(execution) ? execution.frontWrite : settledOrAfter(execution.frontWrite, execution.lease.heartbeatMs));
       execution.frontWrite = undefined;
     }
+    // A local start whose front never recorded it (its answer failed, or never came): nothing to write.
+    if (unrecorded(execution)) throw new SubagentError('REVISION_CONFLICT', `run ${execution.runId} has no record: its start was not answered`);
     for (;;) {
       const next: ClusterRun = { ...execution.record, ...patch };
       try {
@@ -802,6 +821,9 @@ export class ClusterWorker {
     this.freed();
   }
 }
+
+/** A local start not recorded yet (cluster-worker.ts `startHere`): the front creates its record when it answers. */
+const unrecorded = (execution: Execution): boolean => execution.revision === 0;
 
 /** The record still names this execution: same worker, attempt and lease, and not ended by another. */
 function ours(execution: Execution, record: ClusterRun): boolean {

@@ -96,6 +96,7 @@ export class Cluster {
         leaving: () => false,
         runtimeOf: (provider) => standIns.get(provider)?.runtime,
         startsHere: new Map(),
+        localStarts: new Map(),
         answerWrites: new AnswerWrites(),
         workspaces: new WorkspaceIdentities(),
         workspaceWaitMs: options.workspaceWaitMs ?? DEFAULT_WORKSPACE_WAIT_MS,
@@ -130,7 +131,8 @@ export class Cluster {
       const windowMs = options.idempotencyWindowMs ?? DEFAULT_IDEMPOTENCY_WINDOW_MS;
       const startKeys = await PoolStartKeys.open(link, names, windowMs, records, relay, front.adoptions);
       const stopSweeping = sweepParked(records, windowMs, options.log.child({ cluster: worker.id }));
-      executor.startedHere = (runId, childId, startedAt) => front.startsHere.get(runId)?.(childId, startedAt);
+      executor.startedHere = (runId, childId, startedAt) => front.startsHere.get(runId)?.started(childId, startedAt);
+      executor.failedHere = (runId, error) => front.startsHere.get(runId)?.failed(error);
       link.onChange((online) => options.log[online ? 'info' : 'warn']({ url: options.url }, online ? 'cluster: NATS reconnected' : 'cluster: NATS connection lost; refusing new runs until it is back'));
       const stop = (): void => (stopFollowing(), stopSweeping());
       return new Cluster(worker, link, names, scheduler, relay, executor, front, stop, options.log.child({ cluster: worker.id }), local, standIns, startKeys);
