@@ -18,6 +18,10 @@
  * - `restore` when the real provider restores: a run only the record knows (a restarted front)
  *   comes back as a settled handle whose `resume` queues a continuation as above.
  *
+ * A fresh start this member can execute at once on a spare ticket (a *local start*:
+ * spare-tickets.ts, cluster-worker.ts `startHere`) skips the queue: its child starts here, and
+ * its record is created when the start is answered (cluster-ledger.ts).
+ *
  * Rules and failures:
  * - While NATS is unreachable a start, a resume and a message are refused with CLUSTER_UNAVAILABLE.
  * - Cancelled while queued: the record is moved to settled (aborted) by compare-and-set, so no

@@ -21,6 +21,10 @@
  *   (`startedHere`) instead of writing it: the front writes it with the token's hash, and the
  *   next write here rebases on that. Control messages from a front on this member arrive
  *   directly (`controlHere`), not through NATS.
+ * - A local start (`startHere`: this member's own client's start, a spare ticket, a free slot,
+ *   nothing queued) executes at once beside the slot loops; its front creates its record when it
+ *   answers, and a start that fails first writes nothing (spare-tickets.ts). A run's ticket goes
+ *   on when it settles: kept as a spare, handed to the slot loops, or given back (`recycle`).
  * - A worktree start gets its worktree here, from this member's checkout (`isolateWith`: the real
  *   providers wrapped by daemon/worktrees/); its chain is pinned here, and a takeover refuses it
  *   (the tree is on the silent member's disk).
