@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { RemoteSubagentService } from '../client/index.js';
-import { CliSandbox, HEAVY_TEST_MS } from './support/cli-harness.js';
+import { CliSandbox, HEAVY_TEST_MS, waitUntil } from './support/cli-harness.js';
 import { daemonOps, openMcpFace, waitForRun, type McpFace } from './support/face-harness.js';
 
 let box: CliSandbox;
@@ -47,24 +47,37 @@ it('lists one subagent tool per provider with the seam wording, and answers a ca
   expect(forkTool.description).toContain('inherits this conversation');
   expect(forkTool.description).not.toContain('does not see this conversation');
 
-  const progress: Array<{ progress: number; message?: string | undefined }> = [];
-  const result = (await mcp.client.callTool(
+  // The test stops reading at the first progress and resumes once the daemon has disposed the
+  // run, so the rest of the progress and the result reach it in one read, as they reach a busy
+  // host. What the face sent is read off the wire: the SDK's `onprogress` drops progress that
+  // arrives in the same read as its result (see McpFace.received).
+  ops ??= await daemonOps(box);
+  let resume: (() => void) | undefined;
+  const call = mcp.client.callTool(
     { name: 'subagent', arguments: { description: 'Look around', prompt: 'What is in the working directory?' } },
     undefined,
-    { onprogress: (p) => void progress.push(p) },
-  )) as CallToolResult;
+    { onprogress: () => void (resume ??= mcp.holdOutput()) },
+  );
+  await waitUntil(() => resume !== undefined, 30_000, 'the first progress');
+  await waitForRun(ops, (r) => r.stopReason === 'completed' && r.state === 'disposed', 'the disposed run');
+  resume!();
+  const result = (await call) as CallToolResult;
   expect(result.isError).toBeFalsy();
   expect(textOf(result)).toBe('The sandbox holds a README.');
+  const wire = mcp.received();
+  const progress = wire.flatMap((m, at) =>
+    'method' in m && m.method === 'notifications/progress' ? [{ at, ...(m.params as { progressToken: number; progress: number; message?: string }) }] : [],
+  );
+  const answer = wire.findIndex((m) => 'result' in m && m.id === progress[0]?.progressToken);
+  // Every progress of the call went out before its result: a host would see none sent after it.
+  expect(answer).toBeGreaterThan(0);
+  expect(progress.every((p) => p.at < answer && p.progressToken === progress[0]!.progressToken)).toBe(true);
   const messages = progress.map((p) => p.message);
   expect(messages).toContain('calling list_directory');
   expect(messages).toContain('list_directory done');
-  expect(messages).toContain('turn ended: completed');
+  expect(messages.at(-1)).toBe('turn ended: completed');
   // MCP requires progress to increase with every notification.
   expect(progress.map((p) => p.progress)).toEqual(progress.map((_, i) => i + 1));
-
-  ops ??= await daemonOps(box);
-  const run = await waitForRun(ops, (r) => r.stopReason === 'completed', 'the completed run');
-  expect(run.state).toBe('disposed');
 });
 
 it('reports a run that failed as an isError result with the headline, the diagnostic and the partial output', { timeout: HEAVY_TEST_MS }, async () => {

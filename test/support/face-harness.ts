@@ -8,6 +8,7 @@ import { Readable, Writable } from 'node:stream';
 import * as acp from '@agentclientprotocol/sdk';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { connect, type RemoteSubagentService } from '../../client/index.js';
 import type { RunInfo } from '../../protocol/index.js';
 import { cleanEnv, MAIN, waitUntil, type CliProcess, type CliSandbox } from './cli-harness.js';
@@ -15,6 +16,16 @@ import { cleanEnv, MAIN, waitUntil, type CliProcess, type CliSandbox } from './c
 export interface McpFace {
   readonly client: Client;
   readonly stderr: () => string;
+  /**
+   * Every message the face sent, in wire order, recorded as the transport reads it (before the
+   * SDK dispatches it). The SDK's `onprogress` is no record of what was sent: its Client runs a
+   * notification's handler a microtask later but a response's at once, so progress read in the
+   * same chunk as its call's result is dropped as "unknown token" (typescript-sdk#2580), which a
+   * busy host (or test worker) meets whenever the face's last lines pile up in the pipe.
+   */
+  readonly received: () => readonly JSONRPCMessage[];
+  /** Stops reading the face's stdout until the returned function is called: what it writes meanwhile piles up in the pipe. */
+  holdOutput(): () => void;
   close(): Promise<void>;
 }
 
@@ -30,7 +41,20 @@ export async function openMcpFace(box: CliSandbox, args: readonly string[], env:
   transport.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
   const client = new Client({ name: 'face-test', version: '1' });
   await client.connect(transport);
-  return { client, stderr: () => stderr, close: () => client.close() };
+  const received: JSONRPCMessage[] = [];
+  const dispatch = transport.onmessage;
+  transport.onmessage = (message: JSONRPCMessage) => {
+    received.push(message);
+    dispatch?.(message);
+  };
+  // The SDK keeps the face's process private; its stdout is what a slow host would not be reading.
+  const stdout = (transport as unknown as { _process?: { stdout?: Readable | null } })._process?.stdout;
+  const holdOutput = (): (() => void) => {
+    if (!stdout) throw new Error('the MCP face has no stdout to hold');
+    stdout.pause();
+    return () => void stdout.resume();
+  };
+  return { client, stderr: () => stderr, received: () => received, holdOutput, close: () => client.close() };
 }
 
 /** An ops connection to the sandbox's daemon, to read runs as the daemon records them. */
