@@ -71,9 +71,9 @@ export async function clusterBench(report: Report, cleanup: Cleanup, options: Cl
   }
   throughput.note(`load average at the end: ${formatLoad()}; every member and the NATS server share this machine's CPUs`);
   report.table(throughput);
-  const phases = new Table('where a pooled start→ready goes (p50 of each step, from the run records\' timestamps)', ['setup', 'client → queued', 'queued → claimed', 'claimed → child', 'child → client has it']);
+  const phases = new Table('where a pooled start→ready goes (p50 of each step, from the run records\' timestamps)', ['setup', 'local starts', 'client → queued', 'queued → claimed', 'claimed → child', 'child → client has it']);
   for (const row of phaseRows) phases.row(...row);
-  phases.note('queued = the front wrote the record; claimed = a member won it by compare-and-set; child = its child exists (startedAt); the last step is the record\'s trip back and the answer; millisecond clock, one machine');
+  phases.note('local starts = the share of runs their front executed at once on a spare ticket (docs/cluster.md, Local starts): queued = the front built the record (a local start\'s is written at its answer), claimed = it took the spare; otherwise queued = the front wrote the record, claimed = a member won it by compare-and-set; child = its child exists (startedAt); the last step is the record\'s trip back (a local start: its create) and the answer; millisecond clock, one machine');
   report.table(phases);
 
   const failover = new Table('failover: kill -9 of the executing member, 1 s lease', ['sample', 'kill → resumed elsewhere', 'kill → outcome at the owner']);
@@ -154,14 +154,17 @@ async function phasesOf(cleanup: Cleanup, url: string, samples: readonly StartSa
   cleanup.defer('close the observer link', () => link.close());
   const records = await RunRecords.open<ClusterRun>(link, clusterNames().recordsBucket);
   const steps: number[][] = [[], [], [], []];
+  let local = 0;
   for (const sample of samples) {
     const record = records.seen(sample.runId)?.record;
     if (!record?.claimedAt || !record.startedAt) continue;
+    if (record.local) local += 1;
     const [queued, claimed, child] = [Date.parse(record.queuedAt), Date.parse(record.claimedAt), Date.parse(record.startedAt)];
     [queued - sample.askedAt, claimed - queued, child - claimed, sample.answeredAt - child].forEach((value, i) => steps[i]!.push(value));
   }
   records.close();
-  return steps.map((values) => (values.length > 0 ? ms(summarize(values).p50) : '–'));
+  const share = steps[0]!.length > 0 ? `${Math.round((100 * local) / steps[0]!.length)} %` : '–';
+  return [share, ...steps.map((values) => (values.length > 0 ? ms(summarize(values).p50) : '–'))];
 }
 
 async function executedPerMember(cleanup: Cleanup, url: string, daemons: readonly DaemonProcess[]): Promise<number[]> {
