@@ -23,8 +23,8 @@
  *   directly (`controlHere`), not through NATS.
  * - A local start (`startHere`: this member's own client's start, a spare ticket, a free slot,
  *   nothing queued) executes at once beside the slot loops; its front creates its record when it
- *   answers, and a start that fails first writes nothing (spare-tickets.ts). A run's ticket goes
- *   on when it settles: kept as a spare, handed to the slot loops, or given back (`recycle`).
+ *   answers, and a start that fails first writes nothing (spare-tickets.ts). A run's ticket is
+ *   kept as a spare when it settles, and acknowledged once unused (`recycle`, `releaseSoon`).
  * - A worktree start gets its worktree here, from this member's checkout (`isolateWith`: the real
  *   providers wrapped by daemon/worktrees/); its chain is pinned here, and a takeover refuses it
  *   (the tree is on the silent member's disk).
@@ -67,6 +67,8 @@ import { answerSurveys } from './workspace-survey.js';
 
 /** How long a spare ticket (spare-tickets.ts) waits for a local start before it is acknowledged. */
 const SPARE_IDLE_MS = 1000;
+/** While runs are queued, a spare is let go every so often (they may be waiting for the cap). */
+const RELEASE_AFTER_MS = 50;
 
 /** What a child taken over is told: another member ran its earlier steps, which are above. */
 export const TAKEOVER_PROMPT =
@@ -193,11 +195,9 @@ export class ClusterWorker {
         // The owner's side wrote (the token's hash, a moved owner): rebase on it now, not after a refused write and a read.
         if (revision > execution.revision) adopt(execution, record, revision);
       }
-      // A run waits in the queue: a spare held here goes to the fair pick (or back to the queue).
-      if (record.state === 'queued' && record.parked === undefined && this.spares.size > 0) {
-        const spare = this.spares.take();
-        if (spare) this.recycle(spare);
-      }
+      // A run waits in the queue (local starts stop while it does): if it still waits a moment
+      // later, spares held here are let go, so that the cap has room for its own ticket.
+      if (record.state === 'queued' && record.parked === undefined) this.releaseSoon();
       // Check a queued run's workspace as soon as it is seen, not when a ticket is held.
       if (record.state === 'queued' && this.options.slots > 0 && this.options.gate.known(record.workspace) === undefined) void this.options.gate.serves(record.workspace);
     });
@@ -209,8 +209,6 @@ export class ClusterWorker {
     });
     // Only a member that executes runs says it serves a workspace.
     if (this.options.slots > 0) this.stopAnswering = answerSurveys(this.link, this.names, this.options.gate, this.scheduler.worker);
-    // A ticket with nothing to claim while nothing is queued: kept for a local start.
-    this.scheduler.keepSpare = (lease) => this.recycle(lease);
     for (let i = 0; i < this.options.slots; i++) this.loops.push(this.loop());
   }
 
@@ -312,11 +310,10 @@ export class ClusterWorker {
     this.unfollowOwners?.();
     for (const execution of this.executing.values()) this.letGo(execution, 'the member is stopping');
     this.freed();
-    // Spares go back: to the queue when runs wait there, else out of it (each queued run has its own ticket).
-    const queued = this.scheduler.hasQueued();
-    const spares = this.spares.drain();
-    for (const lease of spares) if (queued) lease.nak();
-    await Promise.allSettled([...this.executing.values()].map((e) => e.run?.dispose()).concat(queued ? [] : spares.map((lease) => lease.ack())));
+    // Spares leave the queue: each queued run has a ticket of its own.
+    clearTimeout(this.releaseTimer);
+    const spares = this.spares.drain().map((lease) => lease.ack());
+    await Promise.allSettled([...this.executing.values()].map((e) => e.run?.dispose()).concat(spares));
   }
 
   // A pin binds a queued continuation to the member holding its child; a pinned run taken
@@ -390,23 +387,37 @@ export class ClusterWorker {
   }
 
   /**
-   * A ticket this member holds and no run here needs any more (its run settled, or a spare went
-   * unused): kept as a spare while nothing is queued (`expired`: acknowledged, it is in excess),
-   * else to the slot loops' fair pick when one of the queued runs may run here, else back to the
-   * queue at once for another member.
+   * The ticket of a run that ended here: kept as a spare; acknowledged once it goes unused
+   * (`release`: its idle time is over, or a run waits in the queue). Never given back to the
+   * queue: every queued run has a ticket of its own there, so the queue holds no ticket in excess,
+   * and acknowledging a spare frees a unit of the cap for one of those.
    */
-  private recycle(lease: Lease, expired = false): void {
-    if (this.stop.signal.aborted) {
-      void lease.ack().catch(() => lease.stop());
+  private recycle(lease: Lease, release = false): void {
+    if (release || this.stop.signal.aborted) {
+      void lease.ack().catch(() => lease.stop()); // unconfirmed: it lapses, and its next holder finds nothing running under it
       return;
     }
-    if (!this.scheduler.hasQueued()) {
-      if (expired) void lease.ack().catch(() => lease.stop());
-      else this.spares.keep(lease);
-    } else if (this.hasRoom() && this.scheduler.hasQueued(this.mayRun)) {
-      lease.keepAlive(() => undefined); // the claim that takes it binds its own
-      this.scheduler.queue.hand(lease);
-    } else lease.nak();
+    this.spares.keep(lease);
+    if (this.scheduler.hasQueued()) this.releaseSoon();
+  }
+
+  private releaseTimer: NodeJS.Timeout | undefined;
+
+  /**
+   * While runs wait in the queue, one spare is let go every RELEASE_AFTER_MS: a run that waits
+   * that long may wait for the cap, which this member's spares hold. (A run claimed sooner, as
+   * this member's own queued starts usually are, costs no spare: local starts resume with them.)
+   */
+  private releaseSoon(): void {
+    if (this.releaseTimer !== undefined || this.spares.size === 0) return;
+    this.releaseTimer = setTimeout(() => {
+      this.releaseTimer = undefined;
+      if (!this.scheduler.hasQueued()) return;
+      const spare = this.spares.take();
+      if (spare) this.recycle(spare, true);
+      this.releaseSoon();
+    }, RELEASE_AFTER_MS);
+    this.releaseTimer.unref();
   }
 
   private async loop(): Promise<void> {

@@ -119,15 +119,9 @@ export class ClusterScheduler {
     return undefined;
   }
 
-  /**
-   * Set by the worker: a ticket with nothing here to claim while nothing at all is queued is
-   * kept as a spare for this member's next local start (spare-tickets.ts), not given back.
-   */
-  keepSpare: ((lease: Lease) => void) | undefined;
-
-  /** Whether a run (`which`, default any) waits in the queue as this member's view shows it, those this member is claiming aside. */
-  hasQueued(which: (run: ClusterRun) => boolean = () => true): boolean {
-    for (const run of this.active.values()) if (run.state === 'queued' && run.parked === undefined && !this.claiming.has(run.runId) && which(run)) return true;
+  /** Whether a run waits in the queue as this member's view shows it, those this member is claiming aside. */
+  hasQueued(): boolean {
+    for (const run of this.active.values()) if (run.state === 'queued' && run.parked === undefined && !this.claiming.has(run.runId)) return true;
     return false;
   }
 
@@ -175,12 +169,6 @@ export class ClusterScheduler {
       } finally {
         this.claiming.delete(picked.runId);
       }
-    }
-    // Nothing here to claim: with nothing queued anywhere the ticket is in excess (a spare claimed
-    // the run it came with), and this member keeps it for its next local start.
-    if (this.keepSpare && !this.hasQueued()) {
-      this.keepSpare(lease);
-      return undefined;
     }
     return giveBack(lease);
   }

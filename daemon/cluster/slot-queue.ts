@@ -72,11 +72,6 @@ export class SlotQueue {
     return this.puller.take(waitMs);
   }
 
-  /** A ticket this member holds goes to its slot loops' next `take`, as a fresh delivery would (given back when closed). */
-  hand(lease: Lease): void {
-    if (!this.puller.hand(lease)) lease.nak();
-  }
-
   /** Stops pulling; tickets delivered but not taken yet go back to the queue at once. */
   close(): void {
     this.puller.close((lease) => lease.nak());

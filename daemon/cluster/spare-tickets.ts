@@ -7,14 +7,14 @@
  * like every lease, so a run holding one is taken over after its member's death exactly like a
  * claimed one (scheduler.ts finds it by that sequence).
  *
- * Why it stays fair and does not hoard the cap (the rules live in cluster-worker.ts and
- * scheduler.ts; this class only holds the tickets):
+ * Why it stays fair and does not hoard the cap (the rules live in cluster-worker.ts; this class
+ * only holds the tickets):
  * - A spare is used for a local start only while the pool has no queued run at all (as this
  *   member's view shows it); otherwise the start goes through the queue and the fair pick.
- * - When a queued run appears, a spare goes to this member's slot loops, which claim the fairest
- *   run they can (or give the ticket back to the queue for another member).
- * - A spare unused for `idleMs` is acknowledged (or handed on, if something is queued by then).
- * - Every queued run brought its own ticket, so a spare is never the ticket a queued run waits for.
+ * - While runs wait in the queue a member lets go of its spares, one every 50 ms, and of any
+ *   spare after `idleMs` unused: the cap then has room for the queued runs' own tickets.
+ * - Spares never go back to the queue: every queued run brought its own ticket, so the queue
+ *   never holds a ticket in excess, and a spare is never the ticket a queued run waits for.
  */
 import type { Lease, Ticket } from './slot-queue.js';
 
@@ -28,7 +28,7 @@ export class SpareTickets {
 
   constructor(
     private readonly idleMs: number,
-    /** A spare unused for `idleMs`: acknowledge it or hand it on. */
+    /** A spare unused for `idleMs`: acknowledge it. */
     private readonly expire: (lease: Lease) => void,
   ) {}
 

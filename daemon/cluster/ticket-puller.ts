@@ -25,12 +25,12 @@ const PULL_EXPIRES_MS = 1000;
 /** After its expiry, how long a pull with no status from the server is still counted as asked for. */
 const PULL_GRACE_MS = 4000;
 
-interface Taker<T> {
-  give(ticket: T | undefined): void;
+interface Taker {
+  give(msg: Msg | undefined): void;
 }
 
 export class TicketPuller<T> {
-  private readonly takers: Taker<T>[] = [];
+  private readonly takers: Taker[] = [];
   private readonly held: T[] = [];
   /** Tickets asked of the server and not delivered yet (outstanding pulls' remaining batches). */
   private requested = 0;
@@ -51,10 +51,10 @@ export class TicketPuller<T> {
     if (held !== undefined) return Promise.resolve(held);
     if (this.closed) return Promise.resolve(undefined);
     return new Promise((resolve) => {
-      const taker: Taker<T> = {
-        give: (ticket) => {
+      const taker: Taker = {
+        give: (msg) => {
           clearTimeout(timer);
-          resolve(ticket);
+          resolve(msg && this.lease(msg));
         },
       };
       const timer = setTimeout(() => {
@@ -127,22 +127,9 @@ export class TicketPuller<T> {
     }
   }
 
-  /**
-   * A ticket this member already holds (a spare, spare-tickets.ts) for the next `take`, as if
-   * the server had just delivered it; false once closed.
-   */
-  hand(ticket: T): boolean {
-    if (this.closed) return false;
-    const taker = this.takers.shift();
-    if (taker) taker.give(ticket);
-    else this.held.push(ticket);
-    return true;
-  }
-
   private deliver(msg: Msg): void {
-    const ticket = this.lease(msg);
     const taker = this.takers.shift();
-    if (taker) taker.give(ticket);
-    else this.held.push(ticket);
+    if (taker) taker.give(msg);
+    else this.held.push(this.lease(msg));
   }
 }
