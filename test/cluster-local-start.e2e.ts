@@ -7,9 +7,12 @@
  * the runs; and a member busy with local starts of its client does not starve another member's
  * client (its queued runs are claimed in their fair turn while the first client keeps starting).
  */
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { RemoteSubagentRun, RemoteSubagentService } from '../client/index.js';
 import type { ClusterRun } from '../daemon/cluster/cluster-run.js';
+import { clusterNames } from '../daemon/cluster/names.js';
+import { SlotQueue } from '../daemon/cluster/slot-queue.js';
 import type { SubagentResult } from '../protocol/index.js';
 import { clusterScene } from './support/cluster-scene.js';
 import type { DaemonProcess } from './support/daemon-process.js';
@@ -82,6 +85,29 @@ describe('local starts: a front with a spare ticket executes its own start at on
     expect(final.attempt).toBeGreaterThanOrEqual(2);
     await adopted.dispose();
   }, 90_000);
+
+  it('the spares of a member killed while idle come back after the lease and leave the queue: no ticket is left circulating', async () => {
+    // The heir serves no workspace the runs use: every run executes on the doomed member, whose
+    // tickets stay there as spares; the heir still gets them back after the kill.
+    const heir = await scene.member({ limits: { maxConcurrentRuns: 4 } }, { ackWaitMs: 1000, workspaces: [join(scene.dir(), 'elsewhere')] });
+    const doomed = await member({ cap: 4, delayMs: 30 });
+    const service = await clients.connect(doomed.socket);
+    await Promise.all(
+      [0, 1].map(async () => {
+        for (let k = 0; k < 3; k++) await oneRun(service, 'idle-spares', 'echo');
+      }),
+    );
+    doomed.proc.kill('SIGKILL');
+    const queue = await SlotQueue.open(await scene.link(), clusterNames(), { cap: 4, ackWaitMs: 1000 });
+    const deadline = Date.now() + 30_000;
+    let depth = await queue.depth();
+    while ((depth.leased > 0 || depth.waiting > 0) && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      depth = await queue.depth();
+    }
+    expect(depth).toEqual({ leased: 0, waiting: 0 });
+    expect(heir.proc.exitCode).toBeNull();
+  }, 60_000);
 
   it('a local start whose child cannot be made, or that is cancelled before it is ready, fails as a queued one would, leaves no record, and its ticket goes on to the next', async () => {
     const only = await member({ cap: 1, delayMs: 30 });

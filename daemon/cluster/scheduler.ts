@@ -211,7 +211,14 @@ export class ClusterScheduler {
         ended = true;
       }
     }
-    const named = [...this.active.values()].filter((run) => run.lease === lease.seq && run.state === 'running' && run.lentBy === undefined && run.runId !== lease.runId);
+    // Every record, not only the active ones: a spare (its last run ended) of a member that died
+    // comes back too, and is in excess (spares never go back to the queue), so it is acknowledged.
+    const named: ClusterRun[] = [];
+    for (const { record } of this.records.all()) {
+      if (record.lease !== lease.seq || record.lentBy !== undefined || record.runId === lease.runId) continue;
+      if (record.state === 'running') named.push(record);
+      else ended = true;
+    }
     for (const run of named) {
       const current = await this.records.get(run.runId);
       if (current?.record.state === 'running' && current.record.lease === lease.seq) return current;
