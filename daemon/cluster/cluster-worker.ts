@@ -22,7 +22,7 @@
  *   next write here rebases on that. Control messages from a front on this member arrive
  *   directly (`controlHere`), not through NATS.
  * - A local start (`startHere`: this member's own client's start, a spare ticket, a free slot,
- *   nothing queued) executes at once beside the slot loops; its front creates its record when it
+ *   no run waiting in the queue) executes at once beside the slot loops; its front creates its record when it
  *   answers, and a start that fails first writes nothing (spare-tickets.ts). A run's ticket is
  *   kept as a spare when it settles, and acknowledged once unused (`recycle`, `releaseSoon`).
  * - A worktree start gets its worktree here, from this member's checkout (`isolateWith`: the real
@@ -67,7 +67,11 @@ import { answerSurveys } from './workspace-survey.js';
 
 /** How long a spare ticket (spare-tickets.ts) waits for a local start before it is acknowledged. */
 const SPARE_IDLE_MS = 1000;
-/** While runs are queued, a spare is let go every so often (they may be waiting for the cap). */
+/**
+ * A queued run that waited this long (as this member saw it) may be waiting for the cap: local
+ * starts yield to it, and spares are let go, one each time this passes. A run queued for less is
+ * usually being claimed with its own ticket already (a busy front's own queued starts are).
+ */
 const RELEASE_AFTER_MS = 50;
 
 /** What a child taken over is told: another member ran its earlier steps, which are above. */
@@ -357,14 +361,14 @@ export class ClusterWorker {
   /**
    * A fresh start of this member's own client that may execute here at once, on a spare ticket
    * (spare-tickets.ts), instead of waiting for the queue's trip: when this member has a free slot,
-   * the provider, a yes for the workspace and a spare, and the pool has no queued run (which the
-   * fair pick would put first). Returns the run's record, `running` here under the spare, and
+   * the provider, a yes for the workspace and a spare, and no run has waited in the queue for
+   * RELEASE_AFTER_MS (the fair pick would put it first, if the cap is what it waits for). Returns the run's record, `running` here under the spare, and
    * `execute`, which creates it (one write: no ticket, no claim) and starts the child beside the
    * slot loops; undefined when the start must go through the queue.
    */
   startHere(record: ClusterRun, cancel: AbortSignal): { record: ClusterRun; execute(): Promise<void> } | undefined {
     if (this.stop.signal.aborted || !this.link.online || record.resumes !== undefined || record.pin !== undefined) return undefined;
-    if (this.spares.size === 0 || !this.canRun(record) || !this.hasRoom() || this.scheduler.hasQueued()) return undefined;
+    if (this.spares.size === 0 || !this.canRun(record) || !this.hasRoom() || this.scheduler.hasQueued(RELEASE_AFTER_MS)) return undefined;
     const lease = this.spares.take()!;
     this.reserved += 1;
     const running: ClusterRun = { ...record, state: 'running', worker: this.scheduler.worker, lease: lease.seq, attempt: 1, claimedAt: isoTime(), local: true };
@@ -404,18 +408,19 @@ export class ClusterWorker {
   private releaseTimer: NodeJS.Timeout | undefined;
 
   /**
-   * While runs wait in the queue, one spare is let go every RELEASE_AFTER_MS: a run that waits
-   * that long may wait for the cap, which this member's spares hold. (A run claimed sooner, as
-   * this member's own queued starts usually are, costs no spare: local starts resume with them.)
+   * While a run has waited in the queue for RELEASE_AFTER_MS, one spare is let go each time that
+   * passes: it may wait for the cap, which this member's spares hold. (A run claimed sooner, as
+   * queued starts usually are while the cap has room, costs no spare.)
    */
   private releaseSoon(): void {
     if (this.releaseTimer !== undefined || this.spares.size === 0) return;
     this.releaseTimer = setTimeout(() => {
       this.releaseTimer = undefined;
-      if (!this.scheduler.hasQueued()) return;
-      const spare = this.spares.take();
-      if (spare) this.recycle(spare, true);
-      this.releaseSoon();
+      if (this.scheduler.hasQueued(RELEASE_AFTER_MS)) {
+        const spare = this.spares.take();
+        if (spare) this.recycle(spare, true);
+      }
+      if (this.scheduler.hasQueued()) this.releaseSoon();
     }, RELEASE_AFTER_MS);
     this.releaseTimer.unref();
   }

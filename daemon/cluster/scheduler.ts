@@ -47,6 +47,8 @@ export class ClusterScheduler {
    * compare-and-set, and the losers retry (or give their tickets back) — self-inflicted queueing.
    */
   private readonly claiming = new Set<string>();
+  /** When this member first saw each queued run (its own clock): how long it has waited, as seen here. */
+  private readonly queuedSeen = new Map<string, number>();
 
   constructor(
     readonly records: RunRecords<ClusterRun>,
@@ -60,6 +62,9 @@ export class ClusterScheduler {
   private observe(run: ClusterRun): void {
     if (run.state === 'queued' || run.state === 'running') this.active.set(run.runId, run);
     else this.active.delete(run.runId);
+    if (run.state === 'queued' && run.parked === undefined) {
+      if (!this.queuedSeen.has(run.runId)) this.queuedSeen.set(run.runId, performance.now());
+    } else this.queuedSeen.delete(run.runId);
     if (run.claimedAt !== undefined && (this.lastServed.get(run.owner) ?? '') < run.claimedAt) this.lastServed.set(run.owner, run.claimedAt);
   }
 
@@ -119,9 +124,13 @@ export class ClusterScheduler {
     return undefined;
   }
 
-  /** Whether a run waits in the queue as this member's view shows it, those this member is claiming aside. */
-  hasQueued(): boolean {
-    for (const run of this.active.values()) if (run.state === 'queued' && run.parked === undefined && !this.claiming.has(run.runId)) return true;
+  /**
+   * Whether a run waits in the queue as this member's view shows it, for `waitedMs` at least since
+   * this member saw it queued; those this member is claiming aside.
+   */
+  hasQueued(waitedMs = 0): boolean {
+    const before = performance.now() - waitedMs;
+    for (const [runId, seenAt] of this.queuedSeen) if (seenAt <= before && !this.claiming.has(runId)) return true;
     return false;
   }
 

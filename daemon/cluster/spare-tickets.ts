@@ -9,10 +9,10 @@
  *
  * Why it stays fair and does not hoard the cap (the rules live in cluster-worker.ts; this class
  * only holds the tickets):
- * - A spare is used for a local start only while the pool has no queued run at all (as this
- *   member's view shows it); otherwise the start goes through the queue and the fair pick.
- * - While runs wait in the queue a member lets go of its spares, one every 50 ms, and of any
- *   spare after `idleMs` unused: the cap then has room for the queued runs' own tickets.
+ * - A spare is used for a local start only while no run has waited in the queue for 50 ms (as
+ *   this member's view shows it); otherwise the start goes through the queue and the fair pick.
+ * - While a run waits in the queue that long a member lets go of its spares, one every 50 ms,
+ *   and of any spare after `idleMs` unused: the cap then has room for the queued runs' own tickets.
  * - Spares never go back to the queue: every queued run brought its own ticket, so the queue
  *   never holds a ticket in excess, and a spare is never the ticket a queued run waits for.
  */
