@@ -56,9 +56,9 @@ import type { MemberRelay, RelayTarget, ReportSink } from './member-relay.js';
 import type { NatsLink } from './nats-link.js';
 import type { ClusterNames } from './names.js';
 import type { Claim, ClusterScheduler, SlotReservation } from './scheduler.js';
-import { Lease, type Ticket } from './slot-queue.js';
-import { SpareTickets, SpentTicket } from './spare-tickets.js';
-import { LentTicket, leftLent } from './lent-slots.js';
+import { Lease, NamedTicket, type Ticket } from './slot-queue.js';
+import { SpareTickets } from './spare-tickets.js';
+import { leftLent } from './lent-slots.js';
 import type { SessionEvents } from './session-events.js';
 import { SessionMirror } from './session-mirror.js';
 import { parkedRecord } from './parked-starts.js';
@@ -476,7 +476,7 @@ export class ClusterWorker {
       await this.scheduler.records.transition(record.runId, { ...record, state: 'settled', settledAt: isoTime(), result: { output: [], stopReason: 'aborted' }, startError: { code: 'RUN_STATE', message: gone().message } }, revision).catch(() => undefined);
       throw gone();
     }
-    const claim: Held = { run: record, revision, lease: new LentTicket(record.lease!, this.executing.get(parentRunId)!.lease.heartbeatMs), takeover: false };
+    const claim: Held = { run: record, revision, lease: new NamedTicket(record.lease!, this.executing.get(parentRunId)!.lease.heartbeatMs), takeover: false };
     void this.perform(claim, cancel).catch((error: unknown) => this.options.log.warn({ err: error, runId: record.runId }, 'cluster: a nested run on a lent slot failed'));
   }
 
@@ -617,7 +617,7 @@ export class ClusterWorker {
   private passOn(execution: Execution): void {
     const { lease } = execution;
     if (!(lease instanceof Lease)) return;
-    execution.lease = new SpentTicket(lease.seq, lease.heartbeatMs);
+    execution.lease = new NamedTicket(lease.seq, lease.heartbeatMs);
     this.recycle(lease);
   }
 

@@ -21,33 +21,10 @@
  */
 import { isoTime } from '../../common/iso-time.js';
 import type { ClusterRun, WorkerRef } from './cluster-run.js';
-import type { Ticket } from './slot-queue.js';
 
 /** The record of a nested start lent the slot of `parentRunId`, whose ticket is `seq`, on `worker`. */
 export function lentRecord(record: ClusterRun, parentRunId: string, seq: number, worker: WorkerRef): ClusterRun {
   return { ...record, state: 'running', worker, lease: seq, attempt: 1, claimedAt: isoTime(), lentBy: parentRunId };
-}
-
-/**
- * The parent's ticket as its nested child holds it: the parent heartbeats it and acknowledges
- * it when the parent ends; the child only names it. A lapse reaches the child through its
- * parent (the worker lets go of both).
- */
-export class LentTicket implements Ticket {
-  constructor(
-    readonly seq: number,
-    readonly heartbeatMs: number,
-  ) {}
-
-  keepAlive(): void {}
-
-  beat(): void {}
-
-  ack(): Promise<void> {
-    return Promise.resolve();
-  }
-
-  stop(): void {}
 }
 
 /** The records of runs lent `parentRunId`'s slot on a member other than `me`: left behind by a member that went silent. */

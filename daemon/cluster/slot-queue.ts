@@ -127,8 +127,30 @@ function parseAckSubject(reply: string): { deliveries: number; seq: number } {
   return { deliveries: Number(parts[at + 4]), seq: Number(parts[at + 5]) };
 }
 
-/** What an execution needs of its ticket: a lease of its own (Lease), or its parent's, lent (lent-slots.ts). */
+/** What an execution needs of its ticket: a lease of its own (Lease), or one it only names (NamedTicket). */
 export type Ticket = Pick<Lease, 'seq' | 'heartbeatMs' | 'keepAlive' | 'beat' | 'ack' | 'stop'>;
+
+/**
+ * A ticket an execution names but does not hold: its parent's, lent to a nested run
+ * (lent-slots.ts), or its own once its run settled and the ticket went on as a spare
+ * (spare-tickets.ts). Heartbeats, acknowledgement and lapse are the holder's business.
+ */
+export class NamedTicket implements Ticket {
+  constructor(
+    readonly seq: number,
+    readonly heartbeatMs: number,
+  ) {}
+
+  keepAlive(): void {}
+
+  beat(): void {}
+
+  ack(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  stop(): void {}
+}
 
 export class Lease {
   /** The ticket's stream sequence: the same across redeliveries, so a run can name its lease. */

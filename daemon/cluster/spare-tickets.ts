@@ -16,7 +16,7 @@
  * - Spares never go back to the queue: every queued run brought its own ticket, so the queue
  *   never holds a ticket in excess, and a spare is never the ticket a queued run waits for.
  */
-import type { Lease, Ticket } from './slot-queue.js';
+import type { Lease } from './slot-queue.js';
 
 interface Spare {
   readonly lease: Lease;
@@ -75,25 +75,4 @@ export class SpareTickets {
     this.spares.splice(at, 1);
     return true;
   }
-}
-
-/**
- * The ticket an execution names once its run settled and the ticket was recycled: the same
- * sequence, but heartbeats, acknowledgement and lapse are the ticket's next holder's business.
- */
-export class SpentTicket implements Ticket {
-  constructor(
-    readonly seq: number,
-    readonly heartbeatMs: number,
-  ) {}
-
-  keepAlive(): void {}
-
-  beat(): void {}
-
-  ack(): Promise<void> {
-    return Promise.resolve();
-  }
-
-  stop(): void {}
 }
