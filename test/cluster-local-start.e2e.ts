@@ -10,11 +10,10 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { RemoteSubagentRun, RemoteSubagentService } from '../client/index.js';
-import type { ClusterRun } from '../daemon/cluster/cluster-run.js';
 import { clusterNames } from '../daemon/cluster/names.js';
 import { SlotQueue } from '../daemon/cluster/slot-queue.js';
 import type { SubagentResult } from '../protocol/index.js';
-import { clusterScene } from './support/cluster-scene.js';
+import { clusterScene, peakOf } from './support/cluster-scene.js';
 import type { DaemonProcess } from './support/daemon-process.js';
 
 const scene = clusterScene();
@@ -44,19 +43,6 @@ async function waitUntil(check: () => boolean, ms: number, what: string): Promis
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
-}
-
-/** The most runs executing at once, from the records' claimed → settled intervals. */
-function peakOf(runs: readonly ClusterRun[]): number {
-  const edges = runs.flatMap((r) => [
-    { at: Date.parse(r.claimedAt!), d: 1 },
-    { at: Date.parse(r.settledAt!), d: -1 },
-  ]);
-  edges.sort((x, y) => x.at - y.at || x.d - y.d); // an end and a start at the same ms: the end first
-  let running = 0;
-  let peak = 0;
-  for (const edge of edges) peak = Math.max(peak, (running += edge.d));
-  return peak;
 }
 
 describe('local starts: a front with a spare ticket executes its own start at once', () => {

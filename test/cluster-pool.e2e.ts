@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { createServer, connect as tcpConnect, type Server, type Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import type { SubagentResult } from '../protocol/index.js';
-import { clusterScene, startWhenOnline, untilMemberOffline } from './support/cluster-scene.js';
+import { clusterScene, peakOf, startWhenOnline, untilMemberOffline } from './support/cluster-scene.js';
 import { CLI, type DaemonProcess } from './support/daemon-process.js';
 import { freePort } from './support/wire-peers.js';
 
@@ -68,14 +68,7 @@ describe('a pool of daemons on one nats-server', () => {
     const mine = [...store.all()].map((r) => r.record).filter((r) => ids.has(r.runId));
     expect(mine).toHaveLength(100);
     // Running intervals from the records the members wrote: claimed → settled.
-    const edges = mine.flatMap((r) => [
-      { at: Date.parse(r.claimedAt!), d: 1 },
-      { at: Date.parse(r.settledAt!), d: -1 },
-    ]);
-    edges.sort((x, y) => x.at - y.at || x.d - y.d); // an end and a start at the same ms: the end first
-    let running = 0;
-    let peak = 0;
-    for (const edge of edges) peak = Math.max(peak, (running += edge.d));
+    const peak = peakOf(mine);
     expect(peak).toBeLessThanOrEqual(cap);
     expect(peak).toBeGreaterThan(1);
     const workers = new Set(mine.map((r) => r.worker!.id));

@@ -138,3 +138,16 @@ export async function startWhenOnline<T>(start: () => Promise<T>): Promise<T> {
     }
   }
 }
+
+/** The most runs executing at once, from the records' claimed → settled intervals. */
+export function peakOf(runs: readonly Pick<ClusterRun, 'claimedAt' | 'settledAt'>[]): number {
+  const edges = runs.flatMap((r) => [
+    { at: Date.parse(r.claimedAt!), d: 1 },
+    { at: Date.parse(r.settledAt!), d: -1 },
+  ]);
+  edges.sort((x, y) => x.at - y.at || x.d - y.d); // an end and a start at the same ms: the end first
+  let running = 0;
+  let peak = 0;
+  for (const edge of edges) peak = Math.max(peak, (running += edge.d));
+  return peak;
+}
