@@ -1,11 +1,11 @@
 /**
- * The daemon as a library: a service with its providers, served over a unix socket and/or any
- * stream pair (stdio), with its identity, status and an orderly shutdown.
- *
  * Why this file is long: it is the composition root, wiring the store, the service, the
  * listeners, the cluster, the worktrees, the web view and shutdown in the order start-up and
  * shutdown need; each wired part lives in its own room. The listener caps and displacement are
  * the piece to move into daemon/listen/ next.
+ *
+ * The daemon as a library: a service with its providers, served over a unix socket and/or any
+ * stream pair (stdio), with its identity, status and an orderly shutdown.
  */
 import { randomBytes, randomUUID, chmodSync, existsSync, mkdirSync, rmSync, statSync } from '../common/node-builtins.js';
 import type { Socket } from 'node:net';

@@ -1,4 +1,10 @@
 /**
+ * Why this file is long: a fresh claim, a local start on a spare, a takeover, a resume and a
+ * parked start all end in the same outcome write and ticket acknowledgement (or hand-on as a
+ * spare), in one order that the lease rules depend on, and control messages act on the same
+ * executions. The takeover's session rebuild and the local start's path (`startHere`) are the
+ * parts to move out next.
+ *
  * The executing side of a member: `slots` loops, each taking a run from the shared queue
  * (scheduler.ts) only while this member is connected, running it with the member's own
  * provider, and writing its outcome to the run's record before the ticket is acknowledged.
@@ -38,10 +44,6 @@
  *   session, the record and the acknowledgement are retried for as long as the lease holds.
  * - `close` (daemon stop) stops pulling and lets go of the runs executing here without
  *   recording an outcome: their tickets come back after ack_wait and another member continues them.
- *
- * Why this file is long: a fresh claim, a takeover, a resume and a parked start all end in
- * the same outcome write and ticket acknowledgement, in one order that the lease rules depend on.
- * The takeover's session rebuild is the part to move out next.
  */
 import { isoTime } from '../../common/iso-time.js';
 import { writeFile, mkdir } from 'node:fs/promises';

@@ -1,4 +1,9 @@
 /**
+ * Why this file is long: it is the one place where a start's steps meet in order (checks,
+ * idempotency key, admission or a lent lineage slot, provider, publish, observers), and each step's
+ * rule lives in the module named above. The start path is the piece to move into its own module
+ * (run-start.ts) next.
+ *
  * The seam behind the wire, composed from its parts: it checks and admits starts, runs
  * providers, publishes and settles runs, and answers for them (wait, attach, cancel, dispose,
  * resume, list, inspect) to the connection that owns each one.
@@ -20,11 +25,6 @@
  *   re-attaches them, else they are cancelled and disposed. Its pending starts are cancelled.
  * - A shutdown refuses new starts; a drain waits up to its timeout, then checkpoints what can be
  *   continued by the next daemon and disposes everything.
- *
- * Why this file is long: it is the one place where a start's steps meet in order (checks,
- * idempotency key, admission or a lent lineage slot, provider, publish, observers), and each step's
- * rule lives in the module named above. The start path is the piece to move into its own module
- * (run-start.ts) next.
  */
 import type { TokenBudgets } from '../upstream/token-budgets.js';
 import type { Logger } from 'pino';

@@ -1,4 +1,9 @@
 /**
+ * Why this file is long: a step's retry loop, its two watchdogs, the endpoint permit and the
+ * stream parse share one attempt's state (what arrived, which timer runs, whether a retry is still
+ * allowed), and splitting them would pass that state around. The next piece to move out is the
+ * chunk-to-step assembly (tool-call deltas), which needs none of it.
+ *
  * The `openai-compatible` model adapter: one model step = one streamed chat-completions request
  * (DeepSeek, OpenAI, or any server speaking the same wire format), sent with the official
  * `openai` SDK.
@@ -22,11 +27,6 @@
  * Over 400 lines on purpose: the retry policy, the two watchdogs and the stream's assembly act on
  * one request's state and decide together when a step has failed; the message conversion already
  * lives apart (chat-messages.ts).
- *
- * Why this file is long: a step's retry loop, its two watchdogs, the endpoint permit and the
- * stream parse share one attempt's state (what arrived, which timer runs, whether a retry is still
- * allowed), and splitting them would pass that state around. The next piece to move out is the
- * chunk-to-step assembly (tool-call deltas), which needs none of it.
  */
 import { endpointOrigin, reportModelRequest } from '../../telemetry/model-requests.js';
 import type OpenAI from 'openai';
