@@ -1,9 +1,11 @@
 /**
- * `node dist/bench/profile.js [trivial|events] [seconds]`: CPU profiles of the hot path, both
+ * `node dist/bench/profile.js [trivial|events|cluster] [seconds]`: CPU profiles of the hot path, both
  * sides. The daemon process runs under `node --cpu-prof` (written when it exits on SIGTERM);
  * this process, the client, is profiled through the inspector. The load is the wire bench's:
  * `trivial` = trivial runs (start → result → dispose) over 8 connections × 8 in flight;
- * `events` = one client streaming a long scripted run's events with the session log on.
+ * `events` = one client streaming a long scripted run's events with the session log on;
+ * `cluster` = the cluster bench's trivial runs (4 connections × 8 in flight) through a one-member
+ * pool on a real nats-server, whose CPU per run is reported beside the daemon's.
  * Prints each side's top entries by self time (% of busy samples, idle excluded) and leaves the
  * .cpuprofile files in a temp dir it names (open them in Chrome DevTools).
  */
@@ -18,6 +20,7 @@ import { closedLoops } from './loops.js';
 import { formatLoad } from './machine.js';
 import { Cleanup, cpuSecondsOf, ownCpuSeconds } from './procs.js';
 import { makeWorld } from './workspace.js';
+import { startNatsServer } from '../test/support/nats-server.js';
 
 interface ProfileNode {
   readonly id: number;
@@ -73,7 +76,7 @@ function printTop(title: string, top: readonly TopEntry[]): void {
 
 const PROMPT: ContentBlock[] = [{ type: 'text', text: 'echo hello from the bench' }];
 
-export type ProfiledLoad = 'trivial' | 'events';
+export type ProfiledLoad = 'trivial' | 'events' | 'cluster';
 
 export interface LoadProfile {
   readonly load: ProfiledLoad;
@@ -82,6 +85,8 @@ export interface LoadProfile {
   /** CPU per run or event, µs. */
   readonly daemonCpuUs: number;
   readonly clientCpuUs: number;
+  /** CPU per run of the nats-server (the `cluster` load only), µs. */
+  readonly natsCpuUs?: number;
   readonly daemon: CpuProfile;
   readonly client: CpuProfile;
 }
@@ -96,11 +101,18 @@ export async function profileLoad(profDir: string, load: ProfiledLoad, seconds: 
   let measured: Omit<LoadProfile, 'daemon'>;
   try {
     const world = makeWorld(cleanup);
-    const config = { model: { default: `scripted:${world.stream}` }, limits: { maxConcurrentRuns: 256, maxRunsPerConnection: 256 } };
+    const nats = load === 'cluster' ? await startNatsServer() : undefined;
+    if (nats) cleanup.defer('stop nats-server', () => nats.stop());
+    const config = {
+      model: { default: `scripted:${world.stream}` },
+      limits: { maxConcurrentRuns: load === 'cluster' ? 64 : 256, maxRunsPerConnection: 256 },
+      ...(nats && { cluster: { nats: nats.url, ackWaitMs: 5000 } }),
+    };
     const daemon = await daemonProcess(cleanup, config, ['--cpu-prof', '--cpu-prof-dir', profDir]);
-    const connections = load === 'trivial' ? 8 : 1;
+    const connections = load === 'trivial' ? 8 : load === 'cluster' ? 4 : 1;
     const pool = await clients(cleanup, daemon.socket, connections, 'profile');
-    const parent = { sessionId: 'profile', cwd: world.workspace };
+    // The cluster bench's parent: this checkout, so each start's workspace identity is a git one.
+    const parent = { sessionId: 'profile', cwd: load === 'cluster' && !process.env.PLAIN ? process.cwd() : world.workspace };
     const disposals: Promise<void>[] = [];
     const trivial = async (worker: number): Promise<void> => {
       const run = await pool[worker % connections]!.start('echo', { prompt: PROMPT, parent, signal: abortSignal() });
@@ -113,8 +125,8 @@ export async function profileLoad(profDir: string, load: ProfiledLoad, seconds: 
       await run.result;
       await run.dispose();
     };
-    const once = load === 'trivial' ? trivial : streamed;
-    const workers = load === 'trivial' ? connections * 8 : 1;
+    const once = load === 'events' ? streamed : trivial;
+    const workers = load === 'events' ? 1 : connections * 8;
     await closedLoops(workers, 500, once, () => Promise.all(disposals.splice(0)));
     events = 0;
     const session = new Session();
@@ -123,17 +135,20 @@ export async function profileLoad(profDir: string, load: ProfiledLoad, seconds: 
     await session.post('Profiler.start');
     const daemonCpu = cpuSecondsOf(daemon.pid);
     const clientCpu = ownCpuSeconds();
+    const natsCpu = nats ? cpuSecondsOf(nats.pid) : 0;
     const result = await closedLoops(workers, seconds * 1000, once, () => Promise.all(disposals.splice(0)));
     const daemonUsed = cpuSecondsOf(daemon.pid) - daemonCpu;
     const clientUsed = ownCpuSeconds() - clientCpu;
+    const natsUsed = nats ? cpuSecondsOf(nats.pid) - natsCpu : 0;
     const { profile } = (await session.post('Profiler.stop')) as { profile: CpuProfile };
     session.disconnect();
-    const ops = load === 'trivial' ? result.count : events;
+    const ops = load === 'events' ? events : result.count;
     measured = {
       load,
       perSecond: (ops / result.elapsedMs) * 1000,
       daemonCpuUs: (daemonUsed / ops) * 1e6,
       clientCpuUs: (clientUsed / ops) * 1e6,
+      ...(nats && { natsCpuUs: (natsUsed / ops) * 1e6 }),
       client: profile,
     };
   } finally {
@@ -145,17 +160,17 @@ export async function profileLoad(profDir: string, load: ProfiledLoad, seconds: 
 }
 
 async function main(): Promise<void> {
-  const load: ProfiledLoad = process.argv[2] === 'events' ? 'events' : 'trivial';
+  const load: ProfiledLoad = process.argv[2] === 'events' || process.argv[2] === 'cluster' ? process.argv[2] : 'trivial';
   const seconds = Number(process.argv[3] ?? 5);
   // Kept after the run (the profiles are the output), unlike the daemon's temp dirs.
   const profDir = mkdtempSync(join(tmpdir(), 'subagentd-profile-'));
   {
     const measured = await profileLoad(profDir, load, seconds);
-    const unit = load === 'trivial' ? 'run' : 'event';
+    const unit = load === 'events' ? 'event' : 'run';
     // CPU per operation moves far less with the machine's load than a rate does.
     console.log(
       `${load}: ${Math.round(measured.perSecond)} ${unit}s/s over ${seconds} s; CPU per ${unit}: daemon ${measured.daemonCpuUs.toFixed(1)} µs, ` +
-        `client ${measured.clientCpuUs.toFixed(1)} µs (profiler on); load average ${formatLoad()}`,
+        `client ${measured.clientCpuUs.toFixed(1)} µs${measured.natsCpuUs === undefined ? '' : `, nats-server ${measured.natsCpuUs.toFixed(1)} µs`} (profiler on); load average ${formatLoad()}`,
     );
     writeFileSync(join(profDir, 'client.cpuprofile'), JSON.stringify(measured.client));
     printTop('client (this process), top self time', topSelfTime(measured.client, 15));

@@ -10,6 +10,9 @@
  *    their original run ids: they adopted the parked starts instead of starting afresh.
  * 2. The same key from one parent session through member A, then member B: the same run id,
  *    one child; the same key from another parent session is a start of its own.
+ * 3. A key is claimed with its run's token in one write (pool-start-keys.ts): a repeat through
+ *    another member while the first start is still being made (a slow local start) waits, and
+ *    gets the run only once it was answered, attached by that token.
  */
 import { describe, expect, it } from 'vitest';
 import type { RemoteSubagentRun } from '../client/index.js';
@@ -120,4 +123,31 @@ describe('idempotent starts in a pool', () => {
     const once = [...store.all()].map((r) => r.record).filter((record) => record.owner === 'client-ab');
     expect(once.map((record) => record.runId)).toEqual([first.id]);
   }, 120_000);
+
+  it('a repeat through another member while the first start is still being made waits for its answer, then attaches that run', async () => {
+    const config = { limits: { maxConcurrentRuns: CAP } };
+    const a = await scene.member(config, { ackWaitMs: 3000, slots: 1 });
+    const b = await scene.member(config, { ackWaitMs: 3000, slots: 0 });
+    const store = await records();
+    const viaA = await clients.connect(a.socket);
+    const parent = { sessionId: 'client-slow', cwd: process.cwd() };
+    // A's first run leaves its ticket as a spare: the keyed start below is a local start, whose
+    // record is written only when it is answered.
+    const warm = await viaA.start('echo', { prompt: [{ type: 'text', text: 'echo warm' }], parent, signal: AbortSignal.timeout(60_000) });
+    await warm.result;
+    await warm.dispose();
+    const request = { prompt: [{ type: 'text' as const, text: 'slow-start 1500' }], parent, idempotencyKey: 'key-slow' };
+    const answered: string[] = [];
+    const first = viaA.start('echo', { ...request, signal: AbortSignal.timeout(60_000) }).then((run) => (answered.push('A'), run));
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    expect(answered).toEqual([]);
+    const again = (await clients.connect(b.socket)).start('echo', { ...request, signal: AbortSignal.timeout(60_000) }).then((run) => (answered.push('B'), run));
+    const [one, two] = await Promise.all([first, again]);
+    expect(answered).toEqual(['A', 'B']);
+    expect(two.id).toBe(one.id);
+    expect((await store.get(one.id))!.record).toMatchObject({ local: true });
+    expect(await two.result).toMatchObject({ stopReason: 'completed' });
+    const made = [...store.all()].map((r) => r.record).filter((record) => record.owner === 'client-slow' && record.runId !== warm.id);
+    expect(made.map((record) => record.runId)).toEqual([one.id]);
+  }, 60_000);
 });

@@ -4,17 +4,17 @@
  * owner (the start's parent session) and the key. So a start repeated through any member finds
  * the run the first one made (the seam: idempotency/start-keys.ts).
  *
- * An entry is `{runId, member}` from the moment a start claims the key (create-if-absent: of
- * members racing on one key exactly one creates it), plus `runToken` once that start was
- * answered. A repeat that finds:
- * - a token: answers that run (the service attaches it to the asking connection by its token);
- * - no token, and the start is still being made (its front lives, or its record is queued or
- *   running): waits, re-reading every RECHECK_MS, until its start's signal ends the wait;
- * - no token, and the start was parked (its front died with it queued: parked-starts.ts):
- *   takes the entry over by compare-and-set and adopts the parked start, which runs under its
- *   first run id;
- * - no token, and the start never reached the pool (its front died before queueing it) or
- *   failed unstarted: takes the entry over and starts afresh.
+ * An entry is `{runId, member, runToken}` from the moment a start claims the key
+ * (create-if-absent: of members racing on one key exactly one creates it): the token is minted
+ * before the claim, so a start's key costs this one write. The token is handed out only once
+ * the run's record carries its hash (the start was answered). A repeat that finds:
+ * - the run answered: answers that run (the service attaches it to the asking connection by its token);
+ * - the run not answered yet, and the start is still being made (its front lives, or its record
+ *   is queued or running): waits, re-reading every RECHECK_MS, until its start's signal ends the wait;
+ * - the start parked (its front died with it queued: parked-starts.ts): takes the entry over by
+ *   compare-and-set and adopts the parked start, which runs under its first run id;
+ * - the start never reached the pool (its front died before queueing it) or failed unstarted:
+ *   takes the entry over and starts afresh.
  * A start that began its child but whose front died before answering cannot be answered (its
  * token died with the front): the repeat is refused with RUN_STATE rather than run twice.
  */
@@ -32,6 +32,7 @@ interface KeyEntry {
   readonly runId: string;
   /** The member the start under this key is being made through. */
   readonly member: string;
+  /** The token its start is answered with (written with the claim; absent in an entry a member of an earlier version claimed). */
   readonly runToken?: string;
 }
 
@@ -60,9 +61,9 @@ export class PoolStartKeys implements StartKeyStore {
     return new PoolStartKeys(kv, records, relay, adoptions);
   }
 
-  async claim(owner: string, key: string, runId: string, signal: AbortSignal): Promise<KeyClaim> {
+  async claim(owner: string, key: string, runId: string, signal: AbortSignal, runToken?: string): Promise<KeyClaim> {
     const name = `k.${createHash('sha256').update(`${owner}\n${key}`).digest('hex')}`;
-    const mine: KeyEntry = { runId, member: this.relay.memberId };
+    const mine: KeyEntry = { runId, member: this.relay.memberId, ...(runToken !== undefined && { runToken }) };
     for (;;) {
       signal.throwIfAborted();
       const created = await this.write(() => this.kv.create(name, JSON.stringify(mine)));
@@ -70,10 +71,12 @@ export class PoolStartKeys implements StartKeyStore {
       const stored = await this.unavailable(() => this.kv.get(name));
       if (!stored || stored.operation !== 'PUT') continue; // forgotten meanwhile: create it
       const entry = stored.json<KeyEntry>();
-      if (entry.runToken !== undefined) return { run: { runId: entry.runId, runToken: entry.runToken } };
-      const verdict = await this.judge(entry);
+      const record = (await this.unavailable(() => this.records.refresh(entry.runId)))?.record;
+      // Answered: its record has the token's hash (an earlier version wrote the token only then).
+      if (entry.runToken !== undefined && record?.tokenHash !== undefined) return { run: { runId: entry.runId, runToken: entry.runToken } };
+      const verdict = await this.judge(entry, record);
       if (verdict !== 'wait') {
-        const next: KeyEntry = verdict === 'adopt' ? { runId: entry.runId, member: this.relay.memberId } : mine;
+        const next: KeyEntry = verdict === 'adopt' ? { ...mine, runId: entry.runId } : mine;
         const taken = await this.write(() => this.kv.update(name, JSON.stringify(next), stored.revision));
         if (taken !== undefined) {
           if (verdict === 'adopt') this.adoptions.add(next.runId);
@@ -86,8 +89,7 @@ export class PoolStartKeys implements StartKeyStore {
   }
 
   /** What a repeat does about a key whose start was not answered (yet). */
-  private async judge(entry: KeyEntry): Promise<Verdict> {
-    const record = (await this.unavailable(() => this.records.refresh(entry.runId)))?.record;
+  private async judge(entry: KeyEntry, record: ClusterRun | undefined): Promise<Verdict> {
     if (!record) return (await this.relay.alive(entry.member)) ? 'wait' : 'replace';
     if (record.state === 'queued') return record.parked !== undefined ? 'adopt' : 'wait';
     if (record.childId === undefined) return record.state === 'running' ? 'wait' : 'replace';
@@ -103,7 +105,8 @@ export class PoolStartKeys implements StartKeyStore {
       runId: entry.runId,
       first: (run: KeyedRun | undefined) => {
         this.adoptions.delete(entry.runId);
-        // Unanswered, the entry stays without a token and a repeat judges it from the record.
+        // Made with the token claimed: the entry already says all a repeat needs.
+        if (run && run.runId === entry.runId && run.runToken === entry.runToken) return;
         const write = run
           ? this.kv.update(name, JSON.stringify({ ...entry, runToken: run.runToken } satisfies KeyEntry), revision)
           : this.kv.delete(name, { previousSeq: revision });

@@ -37,9 +37,11 @@ export interface StartKeyStore {
   /**
    * The first start under `owner`'s `key` makes the run (under `runId`, minted by the caller,
    * unless the claim names another); a later one gets it, waiting while it is made. `signal`
-   * ends the wait (the start was cancelled).
+   * ends the wait (the start was cancelled). `runToken`, minted before the claim, is the token
+   * the start will be answered with: a store may keep it with the claim (the pool's does, so its
+   * key costs one write), but hands it to a repeat only once the run is made.
    */
-  claim(owner: string, key: string, runId: string, signal: AbortSignal): KeyClaim | Promise<KeyClaim>;
+  claim(owner: string, key: string, runId: string, signal: AbortSignal, runToken?: string): KeyClaim | Promise<KeyClaim>;
 }
 
 /**

@@ -27,7 +27,7 @@ import type { Lease, RunLedger, RunPatch, StoredRun } from '../store/run-ledger.
 import { boundedResult } from './output-budget.js';
 import type { OwnedRunHost } from './run-hosting.js';
 import { isoNow } from '../../common/iso-time.js';
-import { mintToken, type RunOwner, type StartAnswer } from './run-ownership.js';
+import { mintToken, type MintedToken, type RunOwner, type StartAnswer } from './run-ownership.js';
 import { handedOver } from './run-recovery.js';
 import type { LiveRun, RunTable } from './run-table.js';
 
@@ -40,6 +40,8 @@ export interface Lineage {
   readonly restore?: StoredRun['restore'];
   readonly continues?: StoredRun;
   readonly parentRunId?: string;
+  /** The token a keyed start minted before claiming its key (the pool's key entry holds it from the claim on). */
+  readonly token?: MintedToken;
 }
 
 export class RunLifecycle {
@@ -79,7 +81,7 @@ export class RunLifecycle {
     const identity: SubagentStartEvent = { runId: host.runId, provider, id: run.id, local: run.localAgent !== undefined };
     const continues = lineage.continues;
     // A continuation keeps its run's token (the owner re-attaches with the one it holds).
-    const minted = continues === undefined ? mintToken() : undefined;
+    const minted = continues === undefined ? (lineage.token ?? mintToken()) : undefined;
     const runToken = minted?.token ?? '';
     const tokenHash = continues?.tokenHash ?? minted!.hash;
     const startedAt = continues?.startedAt ?? isoNow();

@@ -119,8 +119,14 @@ const tokens = new Minted(() => {
 
 export const mintRunId = (): string => runIds.take();
 
+/** A run token and the sha256 the ledger keeps of it. */
+export interface MintedToken {
+  readonly token: string;
+  readonly hash: string;
+}
+
 /** A new run token and the sha256 the ledger keeps of it. */
-export const mintToken = (): { readonly token: string; readonly hash: string } => tokens.take();
+export const mintToken = (): MintedToken => tokens.take();
 
 /** One-shot `crypto.hash`: half the cost of a Hash object per start. */
 export const hashToken = (token: string): string => hash('sha256', token, 'hex');

@@ -51,7 +51,7 @@ import { LineageSlots, type LineageSlotStats } from './lineage-slots.js';
 import { ProviderRegistry } from './provider-registry.js';
 import { checkStartRequest, childDepth } from './start-checks.js';
 import { OwnedRunHost } from './run-hosting.js';
-import { DETACHED, EXECUTING_MEMBER, mintRunId, tokenMatches, type RunOwner, type StartAnswer } from './run-ownership.js';
+import { DETACHED, EXECUTING_MEMBER, mintRunId, mintToken, tokenMatches, type MintedToken, type RunOwner, type StartAnswer } from './run-ownership.js';
 import { RunLifecycle, type LifecycleListener } from './run-lifecycle.js';
 import { RunRecovery } from './run-recovery.js';
 import { RunTable, type LiveRun } from './run-table.js';
@@ -168,12 +168,13 @@ export class SubagentService {
    */
   async start(params: StartParams, owner: RunOwner, cancel: AbortSignal, extras: StartExtras = {}): Promise<StartResult> {
     if (params.idempotencyKey === undefined) return this.startAfresh(params, owner, cancel, extras);
-    const claimed = this.startKeys.claim(params.parent.sessionId, params.idempotencyKey, mintRunId(), cancel);
+    const token = mintToken();
+    const claimed = this.startKeys.claim(params.parent.sessionId, params.idempotencyKey, mintRunId(), cancel, token.token);
     // This daemon's own store answers a new key at once: no turn of the event loop for it.
     const claim = claimed instanceof Promise ? await claimed : claimed;
     if ('run' in claim) return this.startAgain(claim.run, owner, params.stream === true, extras.answer);
     try {
-      const started = await this.startAfresh(params, owner, cancel, extras, claim.runId);
+      const started = await this.startAfresh(params, owner, cancel, extras, claim.runId, token);
       claim.first({ runId: started.runId, runToken: started.runToken });
       return started;
     } catch (error) {
@@ -199,7 +200,7 @@ export class SubagentService {
     return { ...identity, runToken: keyed.runToken };
   }
 
-  private async startAfresh(params: StartParams, owner: RunOwner, cancel: AbortSignal, extras: StartExtras, runId = mintRunId()): Promise<StartResult> {
+  private async startAfresh(params: StartParams, owner: RunOwner, cancel: AbortSignal, extras: StartExtras, runId = mintRunId(), token?: MintedToken): Promise<StartResult> {
     const { progress } = extras;
     if (this.shuttingDown) throw new SubagentError('SHUTTING_DOWN', 'the daemon is shutting down and accepts no new runs');
     const provider = this.registry.get(params.provider);
@@ -303,7 +304,7 @@ export class SubagentService {
         host,
         lease,
         extras.answer,
-        { restore, ...(extras.parentRunId !== undefined && { parentRunId: extras.parentRunId }) },
+        { restore, ...(extras.parentRunId !== undefined && { parentRunId: extras.parentRunId }), ...(token && { token }) },
         accept,
       );
     } catch (error) {
