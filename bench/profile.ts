@@ -112,7 +112,7 @@ export async function profileLoad(profDir: string, load: ProfiledLoad, seconds: 
     const connections = load === 'trivial' ? 8 : load === 'cluster' ? 4 : 1;
     const pool = await clients(cleanup, daemon.socket, connections, 'profile');
     // The cluster bench's parent: this checkout, so each start's workspace identity is a git one.
-    const parent = { sessionId: 'profile', cwd: load === 'cluster' && !process.env.PLAIN ? process.cwd() : world.workspace };
+    const parent = { sessionId: 'profile', cwd: load === 'cluster' ? process.cwd() : world.workspace };
     const disposals: Promise<void>[] = [];
     const trivial = async (worker: number): Promise<void> => {
       const run = await pool[worker % connections]!.start('echo', { prompt: PROMPT, parent, signal: abortSignal() });
