@@ -14,14 +14,15 @@
  *   that has not fetched it yet does not serve the run);
  * - for a plain directory (no git on the front): nothing more.
  *
- * Cost: the front reads `HEAD` from the files on every start (the git dir, top-level and origin
- * are asked of git once per cwd and kept); a member's verdicts are kept for a few seconds per
- * identity (a clone that fetches the commit is noticed within `NEGATIVE_TTL_MS`).
+ * Cost: the front reads `HEAD` from the files on every start, again only when they changed
+ * (git-head.ts; the git dir, top-level and origin are asked of git once per cwd and kept); a
+ * member's verdicts are kept for a few seconds per identity (a clone that fetches the commit is
+ * noticed within `NEGATIVE_TTL_MS`).
  */
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
-import { isAbsolute, join, relative, resolve } from 'node:path';
+import { isAbsolute, relative, resolve } from 'node:path';
+import { headFromFiles } from './git-head.js';
 
 export interface WorkspaceIdentity {
   readonly cwd: string;
@@ -59,32 +60,10 @@ async function gitPlace(cwd: string): Promise<GitPlace | undefined> {
   return { root, gitDir, commonDir: isAbsolute(common) ? common : resolve(cwd, common), origin: origin || undefined };
 }
 
-/**
- * `HEAD`'s commit read from the files (loose ref, then packed-refs); git itself when that fails.
- * Synchronous: two or three reads of tiny files cost microseconds, less than one trip through
- * the thread pool each would take under load, and this runs on every start.
- */
+/** `HEAD`'s commit from the files (git-head.ts); git itself when they do not say. */
 function readHead(place: GitPlace, cwd: string): string | undefined | Promise<string | undefined> {
-  const read = (path: string): string | undefined => {
-    try {
-      return readFileSync(path, 'utf8');
-    } catch {
-      return undefined;
-    }
-  };
-  let content = read(join(place.gitDir, 'HEAD'))?.trim();
-  for (let hops = 0; content?.startsWith('ref: ') && hops < 5; hops++) {
-    const ref = content.slice(5).trim();
-    const loose = read(join(place.commonDir, ref)) ?? read(join(place.gitDir, ref));
-    if (loose !== undefined) {
-      content = loose.trim();
-      continue;
-    }
-    const line = (read(join(place.commonDir, 'packed-refs')) ?? '').split('\n').find((l) => l.endsWith(` ${ref}`));
-    if (!line) return undefined; // an unborn branch: no commit yet
-    content = line.slice(0, line.indexOf(' '));
-  }
-  if (content !== undefined && /^[0-9a-f]{40,64}$/.test(content)) return content;
+  const head = headFromFiles(place);
+  if (head !== null) return head;
   return git(cwd, ['rev-parse', '--verify', '-q', 'HEAD']).then((sha) => sha || undefined);
 }
 
