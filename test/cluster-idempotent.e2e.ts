@@ -12,7 +12,8 @@
  *    one child; the same key from another parent session is a start of its own.
  * 3. A key is claimed with its run's token in one write (pool-start-keys.ts): a repeat through
  *    another member while the first start is still being made (a slow local start) waits, and
- *    gets the run only once it was answered, attached by that token.
+ *    gets the run only once it was answered, attached by that token. A keyed start that failed
+ *    frees its key: its retry starts afresh.
  */
 import { describe, expect, it } from 'vitest';
 import type { RemoteSubagentRun } from '../client/index.js';
@@ -136,6 +137,13 @@ describe('idempotent starts in a pool', () => {
     const warm = await viaA.start('echo', { prompt: [{ type: 'text', text: 'echo warm' }], parent, signal: AbortSignal.timeout(60_000) });
     await warm.result;
     await warm.dispose();
+    // A keyed start that fails removes its key (a removal marker in the bucket): its retry claims
+    // the key over the marker and starts afresh.
+    const keyed = (text: string, idempotencyKey: string, via = viaA) => via.start('echo', { prompt: [{ type: 'text', text }], parent, idempotencyKey, signal: AbortSignal.timeout(60_000) });
+    await expect(keyed('fail-start', 'key-failed')).rejects.toMatchObject({ code: 'START_FAILED' });
+    const retried = await keyed('echo retried', 'key-failed');
+    expect(await retried.result).toMatchObject({ stopReason: 'completed' });
+    await retried.dispose();
     const request = { prompt: [{ type: 'text' as const, text: 'slow-start 1500' }], parent, idempotencyKey: 'key-slow' };
     const answered: string[] = [];
     const first = viaA.start('echo', { ...request, signal: AbortSignal.timeout(60_000) }).then((run) => (answered.push('A'), run));
@@ -147,7 +155,7 @@ describe('idempotent starts in a pool', () => {
     expect(two.id).toBe(one.id);
     expect((await store.get(one.id))!.record).toMatchObject({ local: true });
     expect(await two.result).toMatchObject({ stopReason: 'completed' });
-    const made = [...store.all()].map((r) => r.record).filter((record) => record.owner === 'client-slow' && record.runId !== warm.id);
+    const made = [...store.all()].map((r) => r.record).filter((record) => record.owner === 'client-slow' && record.runId !== warm.id && record.runId !== retried.id);
     expect(made.map((record) => record.runId)).toEqual([one.id]);
   }, 60_000);
 });

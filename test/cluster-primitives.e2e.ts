@@ -1,14 +1,16 @@
 /**
  * The JetStream primitives of the cluster (daemon/cluster/) against a real nats-server: the
  * connection and its errors, the slot queue's cluster-wide cap, lease heartbeats, redelivery
- * after a SIGKILLed worker process, compare-and-set records, session events, fairness across
- * clients, and a server restart keeping queue and records.
+ * after a SIGKILLed worker process, compare-and-set records and the writes under them
+ * (kv-writes.ts: revisions, refusals, a missing bucket, a server that does not answer), session
+ * events, fairness across clients, and a server restart keeping queue and records.
  */
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SubagentError } from '../protocol/index.js';
 import type { ClusterRun, WorkerRef } from '../daemon/cluster/cluster-run.js';
+import { KvWrites } from '../daemon/cluster/kv-writes.js';
 import { clusterNames } from '../daemon/cluster/names.js';
 import { NatsLink } from '../daemon/cluster/nats-link.js';
 import { RunRecords } from '../daemon/cluster/run-records.js';
@@ -194,6 +196,28 @@ describe('cluster primitives on a real nats-server', () => {
       expect((lost.reason as SubagentError).code).toBe('REVISION_CONFLICT');
     }
     expect((await a.records.get(run.runId))!.revision).toBeGreaterThan(revision);
+  });
+
+  it('KV writes straight to the subjects: revisions as the server numbers them, a stale one refused with code 10071, no bucket and no answer rejected', async () => {
+    const l = await link('writer');
+    const records = await RunRecords.open<{ runId: string; n: number }>(l, 'T_WRITES');
+    cleanups.push(() => records.close());
+    const writes = new KvWrites(l.nc, 'T_WRITES', 1000);
+    cleanups.push(() => writes.close());
+    const first = await writes.write('run.a', JSON.stringify({ runId: 'a', n: 1 }), 0);
+    const second = await writes.write('run.a', JSON.stringify({ runId: 'a', n: 2 }), first);
+    expect(second).toBeGreaterThan(first);
+    expect(await records.get('a')).toEqual({ record: { runId: 'a', n: 2 }, revision: second });
+    await expect(writes.write('run.a', JSON.stringify({ runId: 'a', n: 3 }), first)).rejects.toMatchObject({ code: 10071 });
+    await expect(writes.write('run.a', JSON.stringify({ runId: 'a', n: 3 }), 0)).rejects.toMatchObject({ code: 10071 });
+    // Through the records: the same refusal is REVISION_CONFLICT.
+    await expect(records.transition('a', { runId: 'a', n: 3 }, first)).rejects.toMatchObject({ code: 'REVISION_CONFLICT' });
+    const missing = new KvWrites(l.nc, 'NO_SUCH_BUCKET', 1000);
+    cleanups.push(() => missing.close());
+    await expect(missing.write('run.a', '{}', 0)).rejects.toThrow(/no responders/);
+    // A server that does not answer: the write is rejected after its timeout, not held forever.
+    await server.halt(true);
+    await expect(writes.write('run.b', '{}', 0)).rejects.toThrow(/timeout/);
   });
 
   it('session events come back in order, a re-published line stored once', async () => {

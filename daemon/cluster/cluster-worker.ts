@@ -744,7 +744,8 @@ export class ClusterWorker {
     } else if (message.op === 'cancel') execution.abort.abort(new SubagentError('ABORTED', 'cancelled by its owner'));
     else if (message.op === 'interrupt') this.interrupt(execution, message.level);
     else {
-      execution.abort.abort(new SubagentError('ABORTED', 'disposed by its owner'));
+      // A run whose outcome is recorded has nothing left to stop (and no error to build for it).
+      if (execution.record.state !== 'settled') execution.abort.abort(new SubagentError('ABORTED', 'disposed by its owner'));
       if (message.keep === true) this.keeping.add(execution.runId);
       await execution.run?.dispose().catch(() => undefined);
       this.keeping.delete(execution.runId);

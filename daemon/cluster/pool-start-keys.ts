@@ -24,6 +24,7 @@ import { SubagentError } from '../../protocol/index.js';
 import type { FirstStart, KeyClaim, KeyedRun, StartKeyStore } from '../idempotency/start-keys.js';
 import type { ClusterRun } from './cluster-run.js';
 import type { MemberRelay } from './member-relay.js';
+import { KvWrites } from './kv-writes.js';
 import { withoutStacks, type NatsLink } from './nats-link.js';
 import type { ClusterNames } from './names.js';
 import type { RunRecords } from './run-records.js';
@@ -46,6 +47,8 @@ type Verdict = 'wait' | 'adopt' | 'replace';
 export class PoolStartKeys implements StartKeyStore {
   private constructor(
     private readonly kv: KV,
+    /** Claims and take-overs, straight to the bucket's subjects (kv-writes.ts). */
+    private readonly writes: KvWrites,
     private readonly records: RunRecords<ClusterRun>,
     private readonly relay: MemberRelay,
     /** Parked starts this member is adopting: the stand-in re-queues them instead of writing a record (cluster-provider.ts). */
@@ -58,7 +61,7 @@ export class PoolStartKeys implements StartKeyStore {
     const kv = await kvm
       .create(names.keysBucket, { history: 1, ttl: windowMs, storage: 'file' } as never)
       .catch(async (error: unknown) => (await link.jsm.streams.info(`KV_${names.keysBucket}`).catch(() => Promise.reject(error)), kvm.open(names.keysBucket)));
-    return new PoolStartKeys(kv, records, relay, adoptions);
+    return new PoolStartKeys(kv, new KvWrites(link.nc, names.keysBucket), records, relay, adoptions);
   }
 
   async claim(owner: string, key: string, runId: string, signal: AbortSignal, runToken?: string): Promise<KeyClaim> {
@@ -66,10 +69,16 @@ export class PoolStartKeys implements StartKeyStore {
     const mine: KeyEntry = { runId, member: this.relay.memberId, ...(runToken !== undefined && { runToken }) };
     for (;;) {
       signal.throwIfAborted();
-      const created = await this.write(() => this.kv.create(name, JSON.stringify(mine)));
+      const created = await this.write(() => this.writes.write(name, JSON.stringify(mine), 0));
       if (created !== undefined) return this.first(name, created, mine);
       const stored = await this.unavailable(() => this.kv.get(name));
-      if (!stored || stored.operation !== 'PUT') continue; // forgotten meanwhile: create it
+      if (!stored) continue; // expired meanwhile: create it
+      if (stored.operation !== 'PUT') {
+        // A failed start's removal marker: the key is free, claimed over the marker.
+        const claimed = await this.write(() => this.writes.write(name, JSON.stringify(mine), stored.revision));
+        if (claimed !== undefined) return this.first(name, claimed, mine);
+        continue;
+      }
       const entry = stored.json<KeyEntry>();
       const record = (await this.unavailable(() => this.records.refresh(entry.runId)))?.record;
       // Answered: its record has the token's hash (an earlier version wrote the token only then).
@@ -77,7 +86,7 @@ export class PoolStartKeys implements StartKeyStore {
       const verdict = await this.judge(entry, record);
       if (verdict !== 'wait') {
         const next: KeyEntry = verdict === 'adopt' ? { ...mine, runId: entry.runId } : mine;
-        const taken = await this.write(() => this.kv.update(name, JSON.stringify(next), stored.revision));
+        const taken = await this.write(() => this.writes.write(name, JSON.stringify(next), stored.revision));
         if (taken !== undefined) {
           if (verdict === 'adopt') this.adoptions.add(next.runId);
           return this.first(name, taken, next);

@@ -14,6 +14,7 @@
  */
 import { Kvm, type KV } from '@nats-io/kv';
 import { SubagentError } from '../../protocol/index.js';
+import { KvWrites } from './kv-writes.js';
 import { withoutStacks, type NatsLink } from './nats-link.js';
 
 export interface Revisioned<T> {
@@ -32,7 +33,11 @@ export class RunRecords<T extends { readonly runId: string }> {
   private readonly listeners = new Set<RecordListener<T>>();
   private stopWatch: (() => void) | undefined;
 
-  private constructor(private readonly kv: KV) {}
+  private constructor(
+    private readonly kv: KV,
+    /** The writes, straight to the bucket's subjects (kv-writes.ts); reads and the watch go through the KV client. */
+    private readonly writes: KvWrites,
+  ) {}
 
   static async open<T extends { readonly runId: string }>(link: NatsLink, bucket: string, history = 5): Promise<RunRecords<T>> {
     const kvm = new Kvm(link.js);
@@ -41,7 +46,7 @@ export class RunRecords<T extends { readonly runId: string }> {
     const kv = await kvm
       .create(bucket, { history, storage: 'file' } as never)
       .catch(async (error: unknown) => (await link.jsm.streams.info(`KV_${bucket}`).catch(() => Promise.reject(error)), kvm.open(bucket)));
-    const records = new RunRecords<T>(kv);
+    const records = new RunRecords<T>(kv, new KvWrites(link.nc, bucket));
     await records.watch();
     return records;
   }
@@ -49,7 +54,8 @@ export class RunRecords<T extends { readonly runId: string }> {
   /** Stores a new record; REVISION_CONFLICT if the run id exists. */
   async create(record: T): Promise<number> {
     try {
-      const revision = await withoutStacks(() => this.kv.create(KEY_PREFIX + record.runId, JSON.stringify(record)));
+      // Never deleted, a run's key has no revision before its create.
+      const revision = await this.writes.write(KEY_PREFIX + record.runId, JSON.stringify(record), 0);
       this.observe(record, revision);
       return revision;
     } catch (error) {
@@ -73,7 +79,7 @@ export class RunRecords<T extends { readonly runId: string }> {
   /** Replaces the record if it is still at `expectedRevision`; REVISION_CONFLICT otherwise. */
   async transition(runId: string, next: T, expectedRevision: number): Promise<number> {
     try {
-      const revision = await withoutStacks(() => this.kv.update(KEY_PREFIX + runId, JSON.stringify(next), expectedRevision));
+      const revision = await this.writes.write(KEY_PREFIX + runId, JSON.stringify(next), expectedRevision);
       this.observe(next, revision);
       return revision;
     } catch (error) {
@@ -98,6 +104,7 @@ export class RunRecords<T extends { readonly runId: string }> {
 
   close(): void {
     this.stopWatch?.();
+    this.writes.close();
   }
 
   private observe(record: T, revision: number): void {
@@ -117,8 +124,9 @@ export class RunRecords<T extends { readonly runId: string }> {
     if (stored === 0) ready();
     void (async () => {
       for await (const entry of watcher) {
-        // Its own writes come back through the watch too: those (and any older revision) are not parsed again.
-        if (entry.operation === 'PUT' && (this.view.get(entry.key.slice(KEY_PREFIX.length))?.revision ?? 0) < entry.revision) {
+        // Its own writes come back through the watch too: those (and any older revision) are
+        // skipped on the revision alone, before the entry's headers are decoded for its operation.
+        if ((this.view.get(entry.key.slice(KEY_PREFIX.length))?.revision ?? 0) < entry.revision && entry.operation === 'PUT') {
           this.observe(entry.json<T>(), entry.revision);
         }
         if (entry.delta === 0) ready();
