@@ -112,8 +112,8 @@ export interface ExecutionOutcome {
   readonly errorCode?: string;
 }
 
-/** The executing member's answer to a control message. */
-export type ControlAnswer = { ok: true } | { error: { code: SubagentErrorCode; message: string } };
+/** The executing member's answer to a control message; `absent`: the run does not execute on this member (any more). */
+export type ControlAnswer = { ok: true } | { error: { code: SubagentErrorCode; message: string } } | { absent: true };
 
 /** Wraps a real provider for worktree starts (daemon/worktrees/isolating-provider.ts's `isolate`). */
 export type IsolateProvider = (provider: DaemonProvider, executing: { readonly member: string; keeps(runId: string): boolean }) => DaemonProvider;
@@ -153,7 +153,6 @@ interface Execution {
   /** Told to stop after its step (itself or the parent that lent it its slot): so is every run it starts. */
   stopsAfterStep?: boolean;
   conduit: Conduit;
-  closeControl(): void;
 }
 
 /** A claim as executed: under a ticket of its own, or one its waiting parent lent it (lent-slots.ts). */
@@ -181,6 +180,7 @@ export class ClusterWorker {
   private stopBeating: (() => void) | undefined;
   private unfollowOwners: (() => void) | undefined;
   private stopAnswering: (() => void) | undefined;
+  private stopControl: (() => void) | undefined;
 
   constructor(
     private readonly link: NatsLink,
@@ -215,6 +215,7 @@ export class ClusterWorker {
     });
     // Only a member that executes runs says it serves a workspace.
     if (this.options.slots > 0) this.stopAnswering = answerSurveys(this.link, this.names, this.options.gate, this.scheduler.worker);
+    this.stopControl = this.answerControl();
     for (let i = 0; i < this.options.slots; i++) this.loops.push(this.loop());
   }
 
@@ -229,6 +230,35 @@ export class ClusterWorker {
 
   /** Set by the cluster: a local start (no record yet) whose child could not be made tells its front here. */
   failedHere: ((runId: string, error: SubagentError) => void) | undefined;
+
+  /**
+   * Control requests of other members' fronts, for every run executing here: one subscription on
+   * this member's control subjects (names.ts), the run found by the subject's last token. A run
+   * not executing here is answered `absent` at once, so its front need not wait for a timeout.
+   */
+  private answerControl(): () => void {
+    const subjects = this.names.controlSubjects(this.scheduler.worker.id);
+    const prefix = subjects.slice(0, -1);
+    const subscription = this.link.nc.subscribe(subjects, {
+      callback: (error, msg) => {
+        if (error || !msg.reply) return;
+        const execution = this.executing.get(msg.subject.slice(prefix.length));
+        const answered: Promise<ControlAnswer> = !execution
+          ? Promise.resolve({ absent: true })
+          : this.control(execution, msg.json<ControlMessage>()).then(
+              (): ControlAnswer => ({ ok: true }),
+              (failure: unknown): ControlAnswer => ({
+                error: {
+                  code: failure instanceof SubagentError ? failure.code : 'RUN_STATE',
+                  message: failure instanceof Error ? failure.message : String(failure),
+                },
+              }),
+            );
+        void answered.then((answer) => msg.respond(JSON.stringify(answer)));
+      },
+    });
+    return () => subscription.unsubscribe();
+  }
 
   /** A control message for a run executing here, handled at once (the front is this member); undefined when it is not here. */
   controlHere(runId: string, message: ControlMessage): Promise<void> | undefined {
@@ -312,6 +342,7 @@ export class ClusterWorker {
   async close(): Promise<void> {
     this.stop.abort();
     this.stopAnswering?.();
+    this.stopControl?.();
     this.stopBeating?.();
     this.unfollowOwners?.();
     for (const execution of this.executing.values()) this.letGo(execution, 'the member is stopping');
@@ -496,20 +527,6 @@ export class ClusterWorker {
     const { lease } = claim;
     const runId = claim.run.runId;
     const log = this.options.log.child({ runId, provider: claim.run.provider, attempt: claim.run.attempt });
-    const subscription = this.link.nc.subscribe(this.names.controlSubject(runId), {
-      callback: (error, msg) => {
-        if (error) return;
-        void this.control(execution, msg.json<ControlMessage>()).then(
-          (): ControlAnswer => ({ ok: true }),
-          (failure: unknown): ControlAnswer => ({
-            error: {
-              code: failure instanceof SubagentError ? failure.code : 'RUN_STATE',
-              message: failure instanceof Error ? failure.message : String(failure),
-            },
-          }),
-        ).then((answer) => msg.reply && msg.respond(JSON.stringify(answer)));
-      },
-    });
     const execution: Execution = {
       runId,
       abort: new AbortController(),
@@ -518,7 +535,6 @@ export class ClusterWorker {
       revision: claim.revision,
       record: claim.run,
       conduit: this.conduit(claim.run, log),
-      closeControl: () => subscription.unsubscribe(),
     };
     this.executing.set(runId, execution);
     // A lent slot's run stops with its start's cancel at once, even before its front can reach it.
@@ -839,7 +855,6 @@ export class ClusterWorker {
   }
 
   private forget(execution: Execution): void {
-    execution.closeControl();
     this.executing.delete(execution.runId);
     this.freed();
   }

@@ -1,14 +1,18 @@
 /**
- * Requests from a run's front to the member executing it, on the run's control subject
- * (`<prefix>.control.<runId>`, answered by cluster-worker.ts): cancel, interrupt, steering,
- * dispose, and whether a child is still held. Both handles a front holds for a pool run (the
- * stand-in's, cluster-provider.ts, and a re-attached one's, adopted-run.ts) go through here.
+ * Requests from a run's front to the member executing it, on that member's control subject for
+ * the run (`<prefix>.control.<memberId>.<runId>`, answered by cluster-worker.ts): cancel,
+ * interrupt, steering, dispose, and whether a child is still held. Both handles a front holds for
+ * a pool run (the stand-in's, cluster-provider.ts, and a re-attached one's, adopted-run.ts) go
+ * through here.
  *
  * Rules and failures:
  * - While NATS is unreachable a request is refused with CLUSTER_UNAVAILABLE.
- * - A request nobody answers within CONTROL_TIMEOUT_MS (the member is gone, or cut off) is
- *   RUN_STATE naming the member the record says executes the run; the answer's typed error is
- *   rethrown as is.
+ * - The executing member is the one the run's record names; when this member's view names none
+ *   or the named member says the run is not there (taken over, claimed a moment ago), the record
+ *   is read from the server and the request goes once more to the member it names.
+ * - A request nobody answers within CONTROL_TIMEOUT_MS (the member is gone, or cut off), or that
+ *   no member executes, is RUN_STATE naming the member the record says executes the run; the
+ *   answer's typed error is rethrown as is.
  * - A run executing on this member is controlled directly, with no trip through NATS.
  * - Steering a settled run is RUN_STATE; steering a run whose client re-attached it through
  *   another member is HANDED_OVER (that member holds it now); neither reaches the executing member.
@@ -48,16 +52,31 @@ export async function askExecutor(front: Front, runId: string, message: ControlM
     });
     return;
   }
-  let answer: ControlAnswer;
-  try {
-    const reply = await front.link.nc.request(front.names.controlSubject(runId), JSON.stringify(message), { timeout: CONTROL_TIMEOUT_MS });
-    answer = reply.json<ControlAnswer>();
-  } catch (error) {
-    const worker = front.scheduler.records.seen(runId)?.record.worker;
-    const who = worker ? `member ${worker.id} (pid ${worker.pid} on ${worker.host})` : 'its executing member';
-    throw new SubagentError('RUN_STATE', unanswered(runId, who, error instanceof Error ? error.message : String(error)));
+  const records = front.scheduler.records;
+  let worker = records.seen(runId)?.record.worker;
+  let reason = 'no member executes the run';
+  for (let asked = 0; asked < 2; asked++) {
+    // A view that names nobody may lag a claim: the server's record says.
+    if (!worker || asked > 0) {
+      const current = (await records.refresh(runId).catch(() => undefined))?.record.worker;
+      if (asked > 0 && current?.id === worker?.id) break; // still the member that said no (or nobody)
+      worker = current;
+    }
+    if (!worker) continue;
+    let answer: ControlAnswer;
+    try {
+      const reply = await front.link.nc.request(front.names.controlSubject(worker.id, runId), JSON.stringify(message), { timeout: CONTROL_TIMEOUT_MS });
+      answer = reply.json<ControlAnswer>();
+    } catch (error) {
+      reason = error instanceof Error ? error.message : String(error);
+      continue;
+    }
+    if ('error' in answer) throw new SubagentError(answer.error.code, answer.error.message);
+    if ('ok' in answer) return;
+    reason = 'it does not execute the run';
   }
-  if ('error' in answer) throw new SubagentError(answer.error.code, answer.error.message);
+  const who = worker ? `member ${worker.id} (pid ${worker.pid} on ${worker.host})` : 'its executing member';
+  throw new SubagentError('RUN_STATE', unanswered(runId, who, reason));
 }
 
 /** A steering message for the run `latest` records, delivered once the executing member's child took it. */

@@ -20,8 +20,10 @@ export interface ClusterNames {
   sessionSubject(runId: string): string;
   /** Core subject a member listens on: notifications for the clients connected to it. */
   memberSubject(memberId: string): string;
-  /** Core subject the member executing a run listens on: cancel, dispose, interrupt. */
-  controlSubject(runId: string): string;
+  /** Core subject a front asks the member executing a run on: cancel, dispose, interrupt, steering. */
+  controlSubject(memberId: string, runId: string): string;
+  /** What a member listens on for every run it executes: one subscription, not one per run. */
+  controlSubjects(memberId: string): string;
   /** KV bucket of the pool's idempotency keys (pool-start-keys.ts). */
   readonly keysBucket: string;
   /** Core subject every executing member listens on: "who serves this workspace?" (workspace-survey.ts). */
@@ -44,7 +46,8 @@ export function clusterNames(prefix = 'subagentd'): ClusterNames {
     sessionSubjects: `${prefix}.session.*`,
     sessionSubject: (runId) => `${prefix}.session.${token(runId)}`,
     memberSubject: (memberId) => `${prefix}.member.${token(memberId)}`,
-    controlSubject: (runId) => `${prefix}.control.${token(runId)}`,
+    controlSubject: (memberId, runId) => `${prefix}.control.${token(memberId)}.${token(runId)}`,
+    controlSubjects: (memberId) => `${prefix}.control.${token(memberId)}.*`,
     workspaceSubject: `${prefix}.workspace`,
   };
 }
