@@ -134,6 +134,7 @@ const sections: SectionRun[] = [
         clients: 4,
         inFlight: q(8, 4),
         durationMs: q(4000, 1000),
+        warmupMs: q(1000, 250),
         cap: 64,
         failovers: q(3, 1),
         members: quick ? [2] : [1, 2, 3],
