@@ -16,6 +16,9 @@
  * - No acknowledgement within `timeoutMs` (the server is away; a write made meanwhile is sent
  *   once the connection is back, and may still land): rejected with a timeout, as the KV
  *   client's would be. One sweep timer serves every pending write.
+ * - The writes asked for in one turn of the event loop are published together at its end, so
+ *   that they leave in one socket write (the client flushes after each microtask checkpoint,
+ *   which on a busy member meant a write per record change).
  */
 import { createInbox, headers, type Msg, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 
@@ -46,6 +49,8 @@ export class KvWrites {
   private readonly subscription: Subscription;
   private sweeper: NodeJS.Timeout | undefined;
   private next = 0;
+  /** Writes waiting for the end of this turn, published together. */
+  private batch: Array<{ readonly id: string; readonly subject: string; readonly value: string; readonly expected: number }> = [];
 
   constructor(
     private readonly nc: NatsConnection,
@@ -62,19 +67,29 @@ export class KvWrites {
   /** Writes `value` at `key` if its last revision is `expected` (0: no revision yet); resolves with the new revision. */
   write(key: string, value: string, expected: number): Promise<number> {
     const id = String(++this.next);
-    const h = headers();
-    h.set(EXPECTED_LAST_SUBJECT_SEQUENCE, String(expected));
     return new Promise<number>((resolve, reject) => {
       this.pending.set(id, { resolve, reject, deadline: performance.now() + this.timeoutMs });
-      try {
-        this.nc.publish(`$KV.${this.bucket}.${key}`, value, { reply: `${this.inbox}.${id}`, headers: h });
-      } catch (error) {
-        this.pending.delete(id);
-        reject(error instanceof Error ? error : new Error(String(error)));
-        return;
-      }
+      if (this.batch.length === 0) setImmediate(() => this.publish());
+      this.batch.push({ id, subject: `$KV.${this.bucket}.${key}`, value, expected });
       this.sweeper ??= setInterval(() => this.sweep(), SWEEP_MS).unref();
     });
+  }
+
+  private publish(): void {
+    const batch = this.batch;
+    this.batch = [];
+    for (const { id, subject, value, expected } of batch) {
+      const waiting = this.pending.get(id);
+      if (!waiting) continue; // closed meanwhile
+      const h = headers();
+      h.set(EXPECTED_LAST_SUBJECT_SEQUENCE, String(expected));
+      try {
+        this.nc.publish(subject, value, { reply: `${this.inbox}.${id}`, headers: h });
+      } catch (error) {
+        this.pending.delete(id);
+        waiting.reject(error instanceof Error ? error : new Error(String(error)));
+      }
+    }
   }
 
   /** Stops taking acknowledgements; writes still pending are rejected. */
