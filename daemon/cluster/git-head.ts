@@ -7,6 +7,8 @@
  * `HEAD` by renaming a new file over it, so a moved branch is a new inode. A missing file is
  * looked at without an exception (an unpacked repository has no `packed-refs`, a packed one no
  * loose ref): on a busy member the thrown-and-caught errors of plain reads were a few % of its CPU.
+ * Within one turn of the event loop the answer is kept: the starts a turn handles were all read
+ * from their sockets before any of them looked, so a look per start could not tell them apart.
  */
 import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -52,6 +54,18 @@ function readIfChanged(path: string): string | undefined {
  * format this does not read, such as a reftable repository): the caller asks git.
  */
 export function headFromFiles(dirs: GitDirs): string | undefined | null {
+  const key = `${dirs.gitDir}\0${dirs.commonDir}`;
+  if (thisTurn.has(key)) return thisTurn.get(key)!;
+  const head = readHead(dirs);
+  if (thisTurn.size === 0) setImmediate(() => thisTurn.clear());
+  thisTurn.set(key, head);
+  return head;
+}
+
+/** Heads already read in this turn of the event loop, by git dirs. */
+const thisTurn = new Map<string, string | undefined | null>();
+
+function readHead(dirs: GitDirs): string | undefined | null {
   let content = readIfChanged(join(dirs.gitDir, 'HEAD'))?.trim();
   for (let hops = 0; content?.startsWith('ref: ') && hops < 5; hops++) {
     const ref = content.slice(5).trim();
