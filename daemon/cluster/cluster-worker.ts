@@ -428,9 +428,15 @@ export class ClusterWorker {
    * (`release`: its idle time is over, or a run waits in the queue). Never given back to the
    * queue: every queued run has a ticket of its own there, so the queue holds no ticket in excess,
    * and acknowledging a spare frees a unit of the cap for one of those.
+   *
+   * While a run has waited RELEASE_AFTER_MS, the ticket is acknowledged at once rather than kept:
+   * it is what such a run waits for. Kept, with every start queued then (local starts wait too),
+   * each queued start's ticket became a spare for its idle second, spares filled the cap, and the
+   * pool ran at the pace spares were let go (three members: 140 runs/s, a fifth of its usual rate,
+   * until the load stopped).
    */
   private recycle(lease: Lease, release = false): void {
-    if (release || this.stop.signal.aborted) {
+    if (release || this.stop.signal.aborted || this.scheduler.hasQueued(RELEASE_AFTER_MS)) {
       void lease.ack().catch(() => lease.stop()); // unconfirmed: it lapses, and its next holder finds nothing running under it
       return;
     }
