@@ -6,6 +6,8 @@
  * client re-attaching through that member); the cluster-wide cap holds with local starts among
  * the runs; and a member busy with local starts of its client does not starve another member's
  * client (its queued runs are claimed in their fair turn while the first client keeps starting).
+ * A member's one control subscription (`<prefix>.control.<memberId>.*`) answers a request it
+ * cannot read, or for a run not there, with an error and goes on serving the runs it holds.
  */
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -17,7 +19,7 @@ import { clusterScene, peakOf } from './support/cluster-scene.js';
 import type { DaemonProcess } from './support/daemon-process.js';
 
 const scene = clusterScene();
-const { clients, records } = scene;
+const { clients, records, link } = scene;
 
 /** A member whose children each take one scripted step of `delayMs` with a tool call, then answer "done". */
 function member(options: { cap: number; delayMs: number; slots?: number }): Promise<DaemonProcess> {
@@ -182,4 +184,24 @@ describe('local starts: a front with a spare ticket executes its own start at on
       .filter((r) => r?.claimedAt !== undefined && Date.parse(r.claimedAt) > firstQueued && Date.parse(r.claimedAt) < lastClaimed);
     expect(busyMeanwhile.length).toBeLessThanOrEqual(2 * others.length + 2);
   }, 90_000);
+
+  it("a member's control subscription refuses what it cannot read, says absent for a run not there, and still controls its runs", async () => {
+    const only = await member({ cap: 2, delayMs: 30 });
+    const store = await records();
+    const service = await clients.connect(only.socket);
+    const run = await service.start('echo', { prompt: [{ type: 'text', text: 'hang' }], parent: parentOf('control'), signal: AbortSignal.timeout(60_000) });
+    await waitUntil(() => store.seen(run.id)?.record.worker !== undefined, 10_000, 'the record naming its member');
+    const memberId = store.seen(run.id)!.record.worker!.id;
+    const nats = await link();
+    const names = clusterNames();
+    const ask = async (runId: string, payload: string): Promise<unknown> => (await nats.nc.request(names.controlSubject(memberId, runId), payload, { timeout: 5000 })).json();
+    expect(await ask(run.id, 'not json')).toMatchObject({ error: { code: 'RUN_STATE' } });
+    expect(await ask(run.id, JSON.stringify({ op: 'explode' }))).toMatchObject({ error: { code: 'INVALID_REQUEST' } });
+    expect(await ask('run_nobody_here', JSON.stringify({ op: 'cancel' }))).toEqual({ absent: true });
+    // The run was neither disposed nor cancelled by any of that, and its member still controls it.
+    expect(store.seen(run.id)!.record.state).toBe('running');
+    expect(await ask(run.id, JSON.stringify({ op: 'cancel' }))).toEqual({ ok: true });
+    expect(await run.result).toMatchObject({ stopReason: 'aborted' });
+    await run.dispose();
+  }, 60_000);
 });

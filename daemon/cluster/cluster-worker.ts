@@ -243,9 +243,12 @@ export class ClusterWorker {
       callback: (error, msg) => {
         if (error || !msg.reply) return;
         const execution = this.executing.get(msg.subject.slice(prefix.length));
+        // One subscription serves every run here: nothing a request carries may throw out of it.
         const answered: Promise<ControlAnswer> = !execution
           ? Promise.resolve({ absent: true })
-          : this.control(execution, msg.json<ControlMessage>()).then(
+          : Promise.resolve()
+              .then(() => this.control(execution, controlMessageOf(msg.json<unknown>())))
+              .then(
               (): ControlAnswer => ({ ok: true }),
               (failure: unknown): ControlAnswer => ({
                 error: {
@@ -864,6 +867,15 @@ export class ClusterWorker {
     this.executing.delete(execution.runId);
     this.freed();
   }
+}
+
+const CONTROL_OPS: ReadonlySet<string> = new Set(['cancel', 'dispose', 'interrupt', 'send', 'hold']);
+
+/** A control request's message, checked for its op: an unknown one must not fall through to any action. */
+function controlMessageOf(value: unknown): ControlMessage {
+  const op = (value as { op?: unknown } | null)?.op;
+  if (typeof op !== 'string' || !CONTROL_OPS.has(op)) throw new SubagentError('INVALID_REQUEST', `not a control message: op ${JSON.stringify(op)}`);
+  return value as ControlMessage;
 }
 
 /** A local start not recorded yet (cluster-worker.ts `startHere`): the front creates its record when it answers. */
