@@ -89,13 +89,19 @@ export class ReconnectingConnection {
   /** What new calls reject with while there is no usable connection, else undefined. */
   unavailable(): SubagentError | undefined {
     if (this.finalError) return this.finalError;
-    if (this.recovering) {
-      return new SubagentError(
-        'DAEMON_UNAVAILABLE',
-        `the connection to ${this.current.describe()} is being re-established; calls work again after the 'reconnected' event (${this.reconnecting!.message})`,
-      );
-    }
-    return this.current.gone;
+    if (this.recovering) return this.reestablishing(this.reconnecting!);
+    const gone = this.current.gone;
+    // Going (its last answers still drain, a turn or so) with a reconnect to follow: the same
+    // answer as once it began, not the bare loss (a call in that window used to get the latter).
+    if (gone && this.reconnectsLater() && this.host.epoch() !== undefined) return this.reestablishing(gone);
+    return gone;
+  }
+
+  private reestablishing(cause: SubagentError): SubagentError {
+    return new SubagentError(
+      'DAEMON_UNAVAILABLE',
+      `the connection to ${this.current.describe()} is being re-established; calls work again after the 'reconnected' event (${cause.message})`,
+    );
   }
 
   /** A call failed because the connection went, and a reconnect is under way (or about to be). */
