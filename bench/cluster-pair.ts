@@ -10,12 +10,10 @@
  * DIST_x is a built tree's `dist` directory, e.g. of a `git worktree add /tmp/old <commit>` with
  * `npm ci && npm run build` (or node_modules linked in).
  */
-import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { loadavg, tmpdir } from 'node:os';
+import { loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { freePort } from '../test/support/wire-peers.js';
+import { startNatsServer } from '../test/support/nats-server.js';
 
 interface Round {
   readonly perSecond: number;
@@ -30,21 +28,13 @@ type Loops = typeof import('./loops.js');
 async function round(dist: string, seconds: number): Promise<Round> {
   const load = async <T>(module: string): Promise<T> => (await import(pathToFileURL(join(dist, 'bench', module)).href)) as T;
   const { daemonProcess, clients, abortSignal } = await load<Daemons>('daemons.js');
-  const { Cleanup, sleep, cpuSecondsOf } = await load<Procs>('procs.js');
+  const { Cleanup, cpuSecondsOf } = await load<Procs>('procs.js');
   const { closedLoops } = await load<Loops>('loops.js');
   const cleanup = new Cleanup();
-  const store = mkdtempSync(join(tmpdir(), 'subagentd-pair-'));
-  cleanup.defer('remove the server store', () => rmSync(store, { recursive: true, force: true }));
-  const port = await freePort();
-  const server = spawn('nats-server', ['-js', '-sd', store, '-a', '127.0.0.1', '-p', String(port)], { stdio: 'ignore' });
-  const exited = new Promise<void>((done) => server.once('exit', () => done()));
-  cleanup.defer('stop nats-server', async () => {
-    server.kill();
-    await exited;
-  });
+  const server = await startNatsServer();
+  cleanup.defer('stop nats-server', () => server.stop());
   try {
-    await sleep(400);
-    const member = await daemonProcess(cleanup, { limits: { maxConcurrentRuns: 64 }, cluster: { nats: `nats://127.0.0.1:${port}`, ackWaitMs: 5000 } });
+    const member = await daemonProcess(cleanup, { limits: { maxConcurrentRuns: 64 }, cluster: { nats: server.url, ackWaitMs: 5000 } });
     const pool = await clients(cleanup, member.socket, 4, 'pair');
     const parent = { sessionId: 'pair', cwd: process.cwd() };
     const once = async (worker: number): Promise<void> => {
@@ -54,12 +44,12 @@ async function round(dist: string, seconds: number): Promise<Round> {
     };
     await closedLoops(32, 1000, once, async () => undefined);
     const memberCpu = cpuSecondsOf(member.pid);
-    const serverCpu = cpuSecondsOf(server.pid!);
+    const serverCpu = cpuSecondsOf(server.pid);
     const measured = await closedLoops(32, seconds * 1000, once, async () => undefined);
     return {
       perSecond: (measured.count / measured.elapsedMs) * 1000,
       memberUs: ((cpuSecondsOf(member.pid) - memberCpu) / measured.count) * 1e6,
-      serverUs: ((cpuSecondsOf(server.pid!) - serverCpu) / measured.count) * 1e6,
+      serverUs: ((cpuSecondsOf(server.pid) - serverCpu) / measured.count) * 1e6,
     };
   } finally {
     await cleanup.runAll();

@@ -17,7 +17,7 @@
  * - Steering a settled run is RUN_STATE; steering a run whose client re-attached it through
  *   another member is HANDED_OVER (that member holds it now); neither reaches the executing member.
  */
-import { SubagentError, type ContentBlock } from '../../protocol/index.js';
+import { SubagentError, type ContentBlock, type WorkerRef } from '../../protocol/index.js';
 import { movedAway, type ClusterRun } from './cluster-run.js';
 import type { ControlAnswer, ControlMessage } from './cluster-worker.js';
 import type { MemberRelay } from './member-relay.js';
@@ -53,30 +53,38 @@ export async function askExecutor(front: Front, runId: string, message: ControlM
     return;
   }
   const records = front.scheduler.records;
-  let worker = records.seen(runId)?.record.worker;
+  const recorded = async (): Promise<WorkerRef | undefined> => (await records.refresh(runId).catch(() => undefined))?.record.worker;
+  // A view that names nobody may lag a claim: the server's record says.
+  let worker = records.seen(runId)?.record.worker ?? (await recorded());
   let reason = 'no member executes the run';
-  for (let asked = 0; asked < 2; asked++) {
-    // A view that names nobody may lag a claim: the server's record says.
-    if (!worker || asked > 0) {
-      const current = (await records.refresh(runId).catch(() => undefined))?.record.worker;
-      if (asked > 0 && current?.id === worker?.id) break; // still the member that said no (or nobody)
-      worker = current;
+  if (worker) {
+    const refused = await askMember(front, worker.id, runId, message);
+    if (refused === undefined) return;
+    reason = refused;
+    // It said no or did not answer: the record may name a member this view had not seen (a claim, a takeover).
+    const now = await recorded();
+    if (now && now.id !== worker.id) {
+      worker = now;
+      const again = await askMember(front, now.id, runId, message);
+      if (again === undefined) return;
+      reason = again;
     }
-    if (!worker) continue;
-    let answer: ControlAnswer;
-    try {
-      const reply = await front.link.nc.request(front.names.controlSubject(worker.id, runId), JSON.stringify(message), { timeout: CONTROL_TIMEOUT_MS });
-      answer = reply.json<ControlAnswer>();
-    } catch (error) {
-      reason = error instanceof Error ? error.message : String(error);
-      continue;
-    }
-    if ('error' in answer) throw new SubagentError(answer.error.code, answer.error.message);
-    if ('ok' in answer) return;
-    reason = 'it does not execute the run';
   }
   const who = worker ? `member ${worker.id} (pid ${worker.pid} on ${worker.host})` : 'its executing member';
   throw new SubagentError('RUN_STATE', unanswered(runId, who, reason));
+}
+
+/** One request to `memberId`: undefined once done there, else why not (no answer, or the run is not there); its typed error is thrown. */
+async function askMember(front: Front, memberId: string, runId: string, message: ControlMessage): Promise<string | undefined> {
+  let answer: ControlAnswer;
+  try {
+    const reply = await front.link.nc.request(front.names.controlSubject(memberId, runId), JSON.stringify(message), { timeout: CONTROL_TIMEOUT_MS });
+    answer = reply.json<ControlAnswer>();
+  } catch (error) {
+    return error instanceof Error ? error.message : String(error);
+  }
+  if ('error' in answer) throw new SubagentError(answer.error.code, answer.error.message);
+  return 'ok' in answer ? undefined : 'it does not execute the run';
 }
 
 /** A steering message for the run `latest` records, delivered once the executing member's child took it. */

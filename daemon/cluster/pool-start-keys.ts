@@ -69,13 +69,13 @@ export class PoolStartKeys implements StartKeyStore {
     const mine: KeyEntry = { runId, member: this.relay.memberId, ...(runToken !== undefined && { runToken }) };
     for (;;) {
       signal.throwIfAborted();
-      const created = await this.write(() => this.writes.write(name, JSON.stringify(mine), 0));
+      const created = await this.write(name, mine, 0);
       if (created !== undefined) return this.first(name, created, mine);
       const stored = await this.unavailable(() => this.kv.get(name));
       if (!stored) continue; // expired meanwhile: create it
       if (stored.operation !== 'PUT') {
         // A failed start's removal marker: the key is free, claimed over the marker.
-        const claimed = await this.write(() => this.writes.write(name, JSON.stringify(mine), stored.revision));
+        const claimed = await this.write(name, mine, stored.revision);
         if (claimed !== undefined) return this.first(name, claimed, mine);
         continue;
       }
@@ -86,7 +86,7 @@ export class PoolStartKeys implements StartKeyStore {
       const verdict = await this.judge(entry, record);
       if (verdict !== 'wait') {
         const next: KeyEntry = verdict === 'adopt' ? { ...mine, runId: entry.runId } : mine;
-        const taken = await this.write(() => this.writes.write(name, JSON.stringify(next), stored.revision));
+        const taken = await this.write(name, next, stored.revision);
         if (taken !== undefined) {
           if (verdict === 'adopt') this.adoptions.add(next.runId);
           return this.first(name, taken, next);
@@ -117,17 +117,17 @@ export class PoolStartKeys implements StartKeyStore {
         // Made with the token claimed: the entry already says all a repeat needs.
         if (run && run.runId === entry.runId && run.runToken === entry.runToken) return;
         const write = run
-          ? this.kv.update(name, JSON.stringify({ ...entry, runToken: run.runToken } satisfies KeyEntry), revision)
+          ? this.writes.write(name, JSON.stringify({ ...entry, runToken: run.runToken } satisfies KeyEntry), revision)
           : this.kv.delete(name, { previousSeq: revision });
         void write.catch(() => undefined);
       },
     };
   }
 
-  /** The revision written, or undefined when the key changed meanwhile. */
-  private async write(call: () => Promise<number>): Promise<number | undefined> {
+  /** Writes `entry` at `name` if its revision is still `expected`: the revision written, or undefined when the key changed meanwhile. */
+  private async write(name: string, entry: KeyEntry, expected: number): Promise<number | undefined> {
     try {
-      return await withoutStacks(call);
+      return await this.writes.write(name, JSON.stringify(entry), expected);
     } catch (error) {
       const code = (error as { code?: unknown }).code;
       if (code === WRONG_LAST_SEQUENCE || /wrong last sequence|key exists/i.test(error instanceof Error ? error.message : '')) return undefined;
