@@ -1,9 +1,4 @@
 /**
- * Why this file is long: it is the composition root, wiring the store, the service, the
- * listeners, the cluster, the worktrees, the web view and shutdown in the order start-up and
- * shutdown need; each wired part lives in its own room. The listener caps and displacement are
- * the piece to move into daemon/listen/ next.
- *
  * The daemon as a library: a service with its providers, served over a unix socket and/or any
  * stream pair (stdio), with its identity, status and an orderly shutdown.
  */
@@ -12,11 +7,9 @@ import type { Socket } from 'node:net';
 import type { Readable, Writable } from 'node:stream';
 import type { Logger } from 'pino';
 import { DEFAULT_FRAME_LIMITS, type FrameLimits } from './connection/guarded-reader.js';
+import { makeRoom, refuseOverCap } from './listen/connection-cap.js';
 import {
-  CLOSING_MESSAGE_PREFIX,
   PROTOCOL_VERSION,
-  encodeFrame,
-  SUBAGENT_ERROR_CODES,
   SubagentError,
   type DaemonIdentity,
   type GcResult,
@@ -350,25 +343,6 @@ export function createDaemon(options: DaemonOptions): Daemon {
     return connection;
   };
 
-  /**
-   * Whether a listener at `cap` has room for one more: connections being closed do not count,
-   * and at the cap the oldest one not yet initialized is closed to make room, so peers that never
-   * say who they are cannot keep an owner with the token out. Full of initialized clients: no.
-   */
-  const makeRoom = (ours: Set<ClientConnection>, cap: number, kind: 'unix' | 'tcp'): boolean => {
-    let live = 0;
-    for (const connection of ours) if (connection.open) live += 1;
-    if (live < cap) return true;
-    for (const connection of ours) {
-      if (!connection.open || connection.authenticated) continue;
-      log.warn({ maxConnections: cap, listener: kind, conn: connection.id }, 'at the connection cap: closing the oldest connection not yet initialized');
-      connection.evict(`displaced by a newer connection: the daemon serves at most ${cap} ${kind} connections, and this one had not initialized`);
-      ours.delete(connection);
-      return true;
-    }
-    return false;
-  };
-
   /** `daemon/ui`: the web view (daemon/ui/), loaded and started at the first ask, on loopback. */
   let ui: Promise<{ mintUrl(): string; close(): Promise<void> }> | undefined;
   const openUi = async (): Promise<UiResult> => {
@@ -376,15 +350,6 @@ export function createDaemon(options: DaemonOptions): Daemon {
     ui ??= import('./ui/ui-server.js').then((module) => module.startUi(daemon));
     ui.catch(() => (ui = undefined));
     return { url: (await ui).mintUrl() };
-  };
-
-  /** Refuses a connection over its listener's cap, saying why, without reading from it. */
-  const refuse = (socket: Socket, kind: 'unix' | 'tcp', cap: number): void => {
-    const reason = `the daemon serves its maximum of ${cap} ${kind} connections`;
-    log.warn({ maxConnections: cap, listener: kind }, `connection refused: ${reason}`);
-    const farewell = { jsonrpc: '2.0', id: null, error: { code: SUBAGENT_ERROR_CODES.OVERLOADED, message: `${CLOSING_MESSAGE_PREFIX}${reason}`, data: { code: 'OVERLOADED' } } };
-    socket.end(encodeFrame(farewell));
-    setTimeout(() => socket.destroy(), 1000).unref();
   };
 
   const daemon: Daemon = {
@@ -405,7 +370,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
         path,
         (socket: Socket) => {
           socket.on('error', (error) => log.debug({ err: error }, 'socket error'));
-          if (!makeRoom(ours, maxUnixConnections, 'unix')) return refuse(socket, 'unix', maxUnixConnections);
+          if (!makeRoom(ours, maxUnixConnections, 'unix', log)) return refuseOverCap(socket, 'unix', maxUnixConnections, log);
           // end() flushes what is queued (a closing error); destroy() follows for a peer that never reads.
           const destroy = (): void => {
             socket.end();
@@ -432,7 +397,7 @@ export function createDaemon(options: DaemonOptions): Daemon {
       const ours = new Set<ClientConnection>();
       const listener = await listenLoopbackTcp(host, port, (socket: Socket) => {
         socket.on('error', (error) => log.debug({ err: error }, 'tcp socket error'));
-        if (!makeRoom(ours, maxConnections, 'tcp')) return refuse(socket, 'tcp', maxConnections);
+        if (!makeRoom(ours, maxConnections, 'tcp', log)) return refuseOverCap(socket, 'tcp', maxConnections, log);
         // end() flushes a closing error first; destroy() follows for a peer that never reads.
         const destroy = (): void => {
           socket.end();
