@@ -94,6 +94,7 @@ it('loads only the daemon at start: no client side, faces, agent runtime, SDKs, 
     // that model (model-resolver.ts, upstream/upstream.ts).
     '/dist/daemon/agent/model/openai-compatible.js',
     '/dist/daemon/agent/model/chat-messages.js',
+    '/dist/daemon/agent/model/chat-chunks.js',
     '/dist/daemon/agent/model/pausable-timer.js',
     '/dist/daemon/upstream/governor.js',
     '/dist/daemon/upstream/limit-state.js',

@@ -1,9 +1,4 @@
 /**
- * Why this file is long: a step's retry loop, its two watchdogs, the endpoint permit and the
- * stream parse share one attempt's state (what arrived, which timer runs, whether a retry is still
- * allowed), and splitting them would pass that state around. The next piece to move out is the
- * chunk-to-step assembly (tool-call deltas), which needs none of it.
- *
  * The `openai-compatible` model adapter: one model step = one streamed chat-completions request
  * (DeepSeek, OpenAI, or any server speaking the same wire format), sent with the official
  * `openai` SDK.
@@ -31,19 +26,18 @@
 import { endpointOrigin, reportModelRequest } from '../../telemetry/model-requests.js';
 import type OpenAI from 'openai';
 import type {
-  ChatCompletionChunk,
   ChatCompletionCreateParamsStreaming,
   ChatCompletionMessageParam,
 } from 'openai/resources/chat/completions';
-import type { ToolCall, Usage } from '../../../protocol/index.js';
+import type { Usage } from '../../../protocol/index.js';
 import {
   ModelError,
   type ModelAdapter,
-  type ModelFinish,
   type ModelStep,
   type ModelStepRequest,
 } from './model-adapter.js';
 import { chatMessagesFor, chatMessagesJsonFor } from './chat-messages.js';
+import { ToolCallAssembler, toFinish, toUsage, type Delta } from './chat-chunks.js';
 import { PausableTimer } from './pausable-timer.js';
 import type { EndpointGovernor, Permit, Requester } from '../../upstream/governor.js';
 import { keepAliveFetch, withStreamHooks } from '../../upstream/keep-alive-fetch.js';
@@ -145,80 +139,6 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 
 // ---------------------------------------------------------------------------------------------
 // Streaming
-
-type Delta = ChatCompletionChunk.Choice.Delta & { reasoning_content?: string | null };
-
-/** Usage as DeepSeek and OpenAI report it; the DeepSeek cache fields are extensions. */
-type WireUsage = NonNullable<ChatCompletionChunk['usage']> & {
-  prompt_cache_hit_tokens?: number | null;
-  prompt_cache_miss_tokens?: number | null;
-};
-
-function count(value: unknown): number | undefined {
-  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : undefined;
-}
-
-/** Maps a usage object to `Usage`. Cache hits/misses prefer DeepSeek's fields, then OpenAI's. */
-export function toUsage(usage: WireUsage): Usage {
-  const promptTokens = count(usage.prompt_tokens) ?? 0;
-  const cacheHitTokens =
-    count(usage.prompt_cache_hit_tokens) ?? count(usage.prompt_tokens_details?.cached_tokens) ?? 0;
-  const cacheMissTokens = count(usage.prompt_cache_miss_tokens) ?? Math.max(0, promptTokens - cacheHitTokens);
-  return {
-    promptTokens,
-    completionTokens: count(usage.completion_tokens) ?? 0,
-    cacheHitTokens,
-    cacheMissTokens,
-    reasoningTokens: count(usage.completion_tokens_details?.reasoning_tokens) ?? 0,
-  };
-}
-
-function toFinish(reason: string): ModelFinish {
-  switch (reason) {
-    case 'stop':
-    case 'tool_calls':
-    case 'length':
-    case 'content_filter':
-      return reason;
-    default:
-      return 'other';
-  }
-}
-
-interface ToolSlot {
-  id: string;
-  name: string;
-  args: string;
-}
-
-/** Assembles tool calls from deltas: keyed by `index`; a new `id` at a used index starts a new call. */
-class ToolCallAssembler {
-  private readonly slots: ToolSlot[] = [];
-  private readonly byIndex = new Map<number, ToolSlot>();
-
-  add(delta: ChatCompletionChunk.Choice.Delta.ToolCall): void {
-    const index = typeof delta.index === 'number' ? delta.index : 0;
-    let slot = this.byIndex.get(index);
-    if (slot === undefined || (delta.id && slot.id !== '' && delta.id !== slot.id)) {
-      slot = { id: '', name: '', args: '' };
-      this.slots.push(slot);
-      this.byIndex.set(index, slot);
-    }
-    if (delta.id && slot.id === '') slot.id = delta.id;
-    const fn = delta.function;
-    if (fn?.name) slot.name += fn.name;
-    if (fn?.arguments) slot.args += fn.arguments;
-  }
-
-  finish(): ToolCall[] {
-    return this.slots.map((slot, i) => {
-      if (slot.name === '') {
-        throw new ModelError('protocol', `tool call #${i} in the stream has no function name`);
-      }
-      return { id: slot.id !== '' ? slot.id : `call_${i}`, name: slot.name, arguments: slot.args };
-    });
-  }
-}
 
 interface AttemptState {
   /** Set once the attempt has received a data chunk; from then on it is never retried. */
