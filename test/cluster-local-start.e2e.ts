@@ -8,12 +8,16 @@
  * client (its queued runs are claimed in their fair turn while the first client keeps starting).
  * A member's one control subscription (`<prefix>.control.<memberId>.*`) answers a request it
  * cannot read, or for a run not there, with an error and goes on serving the runs it holds.
+ * A local start whose child settles before its record's create has left is created settled
+ * (daemon/cluster/answer-writes.ts): its key's history has no `running` step.
  */
 import { join } from 'node:path';
+import { Kvm } from '@nats-io/kv';
 import { describe, expect, it } from 'vitest';
 import type { RemoteSubagentRun, RemoteSubagentService } from '../client/index.js';
 import { clusterNames } from '../daemon/cluster/names.js';
 import { SlotQueue } from '../daemon/cluster/slot-queue.js';
+import type { ClusterRun } from '../daemon/cluster/cluster-run.js';
 import type { SubagentResult } from '../protocol/index.js';
 import { clusterScene, peakOf } from './support/cluster-scene.js';
 import type { DaemonProcess } from './support/daemon-process.js';
@@ -203,5 +207,38 @@ describe('local starts: a front with a spare ticket executes its own start at on
     expect(await ask(run.id, JSON.stringify({ op: 'cancel' }))).toEqual({ ok: true });
     expect(await run.result).toMatchObject({ stopReason: 'aborted' });
     await run.dispose();
+  }, 60_000);
+
+  it('a local start that settles before its record has left is created settled (one write); a longer one is created running', async () => {
+    const only = await member({ cap: 2, delayMs: 30 });
+    const service = await clients.connect(only.socket);
+    await oneRun(service, 'one-write', 'echo'); // through the queue: its ticket stays here as a spare
+    const kv = await new Kvm((await link()).js).open(clusterNames().recordsBucket);
+    /** The run's record, each revision, once the last is disposed. */
+    const historyOf = async (runId: string): Promise<ClusterRun[]> => {
+      const deadline = Date.now() + 10_000;
+      for (;;) {
+        const states: ClusterRun[] = [];
+        for await (const entry of await kv.history({ key: `run.${runId}` })) if (entry.operation === 'PUT') states.push(entry.json<ClusterRun>());
+        if (states.at(-1)?.state === 'disposed') return states;
+        if (Date.now() > deadline) throw new Error(`run ${runId} was not disposed in its record: ${states.map((r) => r.state).join(', ')}`);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    };
+    const short = await oneRun(service, 'one-write', 'echo');
+    const states = await historyOf(short.runId);
+    expect(states.map((r) => r.state)).toEqual(['settled', 'disposed']);
+    expect(states[0]).toMatchObject({ local: true, attempt: 1, result: short.result });
+    expect(states[0]!.tokenHash).toBeDefined();
+    expect(states[0]!.childId).toBeDefined();
+    // A child still working when its start is answered: created running, settled by its member.
+    const cancel = new AbortController();
+    const long = await service.start('echo', { prompt: [{ type: 'text', text: 'hang' }], parent: parentOf('one-write'), signal: cancel.signal });
+    cancel.abort();
+    expect(await long.result).toMatchObject({ stopReason: 'aborted' });
+    await long.dispose();
+    const longStates = await historyOf(long.id);
+    expect(longStates.map((r) => r.state)).toEqual(['running', 'settled', 'disposed']);
+    expect(longStates[0]).toMatchObject({ local: true });
   }, 60_000);
 });

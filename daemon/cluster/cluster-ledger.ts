@@ -194,8 +194,9 @@ export class ClusterLedger implements RunLedger {
 
   /**
    * A local start's record, made when it is answered (cluster-worker.ts `startHere`): `running`
-   * here, with the child's id and the token's hash, one create. Refused, the start fails (the
-   * service disposes its run): no member could find, attach or take it over.
+   * here, with the child's id and the token's hash, one create; already settled when its child's
+   * outcome came before the write left (answer-writes.ts). Refused, the start fails (the service
+   * disposes its run): no member could find, attach or take it over.
    */
   private async createLocal(local: ClusterRun, run: NewRun): Promise<void> {
     this.front.localStarts.delete(run.runId);
@@ -208,7 +209,7 @@ export class ClusterLedger implements RunLedger {
       startedAt: run.startedAt,
     };
     try {
-      await this.records.create(record);
+      await this.records.create(record, (made) => ({ ...made, ...this.front.answerWrites.leaving(run.runId) }));
     } catch (error) {
       throw new SubagentError('CLUSTER_UNAVAILABLE', `the run's record could not be written to the pool: ${error instanceof Error ? error.message : String(error)}`);
     }

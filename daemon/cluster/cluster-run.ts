@@ -43,7 +43,7 @@ export interface ClusterRun {
   readonly claimedAt?: string;
   /**
    * A local start: its front executed it at once on a spare ticket it held (spare-tickets.ts),
-   * created `running`, never queued; `lease` is that ticket's sequence.
+   * created `running` (or settled: answer-writes.ts), never queued; `lease` is that ticket's sequence.
    */
   readonly local?: true;
   /** The child exists (published); its id names its session. */

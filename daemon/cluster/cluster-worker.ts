@@ -228,6 +228,9 @@ export class ClusterWorker {
    */
   startedHere: ((runId: string, childId: string, startedAt: string) => Promise<void> | undefined) | undefined;
 
+  /** Set by the cluster: a local start (no record yet) whose child settled offers its outcome to its front's create; whether it is taken. */
+  settledHere: ((runId: string, outcome: Partial<ClusterRun>) => boolean) | undefined;
+
   /** Set by the cluster: a local start (no record yet) whose child could not be made tells its front here. */
   failedHere: ((runId: string, error: SubagentError) => void) | undefined;
 
@@ -513,7 +516,7 @@ export class ClusterWorker {
     const parentRunId = record.lentBy!;
     const gone = (): SubagentError => new SubagentError('RUN_STATE', `run ${parentRunId} no longer executes on member ${this.scheduler.worker.id}: its nested start cannot borrow its slot`);
     if (this.lentTicket(parentRunId) !== record.lease) throw gone();
-    const revision = await this.scheduler.records.create(record);
+    const { revision } = await this.scheduler.records.create(record);
     if (this.lentTicket(parentRunId) !== record.lease) {
       await this.scheduler.records.transition(record.runId, { ...record, state: 'settled', settledAt: isoTime(), result: { output: [], stopReason: 'aborted' }, startError: { code: 'RUN_STATE', message: gone().message } }, revision).catch(() => undefined);
       throw gone();
@@ -816,11 +819,16 @@ export class ClusterWorker {
    */
   private async record(execution: Execution, patch: Partial<ClusterRun>): Promise<void> {
     if (execution.frontWrite) {
+      // An outcome before the local start's record has left: that create carries it (answer-writes.ts),
+      // and the view hands us the record settled (ours: the state is the one expected here).
+      const carried = unrecorded(execution) && patch.state === 'settled' && this.settledHere?.(execution.runId, patch) === true;
+      if (carried) execution.record = { ...execution.record, ...patch };
       // The front's write lands first (the view hands us its revision), so ours is not refused. A
       // local start's record is that write: waited for whole (it ends with the answer, or the
       // start's abandon).
       await (unrecorded(execution) ? execution.frontWrite : settledOrAfter(execution.frontWrite, execution.lease.heartbeatMs));
       execution.frontWrite = undefined;
+      if (carried && !unrecorded(execution)) return;
     }
     // A local start whose front never recorded it (its answer failed, or never came): nothing to write.
     if (unrecorded(execution)) throw new SubagentError('REVISION_CONFLICT', `run ${execution.runId} has no record: its start was not answered`);

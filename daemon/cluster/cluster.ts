@@ -133,6 +133,7 @@ export class Cluster {
       const stopSweeping = sweepParked(records, windowMs, options.log.child({ cluster: worker.id }));
       executor.startedHere = (runId, childId, startedAt) => front.startsHere.get(runId)?.started(childId, startedAt);
       executor.failedHere = (runId, error) => front.startsHere.get(runId)?.failed(error);
+      executor.settledHere = (runId, outcome) => front.answerWrites.offer(runId, outcome);
       link.onChange((online) => options.log[online ? 'info' : 'warn']({ url: options.url }, online ? 'cluster: NATS reconnected' : 'cluster: NATS connection lost; refusing new runs until it is back'));
       const stop = (): void => (stopFollowing(), stopSweeping());
       return new Cluster(worker, link, names, scheduler, relay, executor, front, stop, options.log.child({ cluster: worker.id }), local, standIns, startKeys);

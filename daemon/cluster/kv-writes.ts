@@ -18,7 +18,8 @@
  *   client's would be. One sweep timer serves every pending write.
  * - The writes asked for in one turn of the event loop are published together at its end, so
  *   that they leave in one socket write (the client flushes after each microtask checkpoint,
- *   which on a busy member meant a write per record change).
+ *   which on a busy member meant a write per record change). A value given as a function is
+ *   made then, so it holds what that turn learned (answer-writes.ts).
  */
 import { createInbox, headers, type Msg, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 
@@ -50,7 +51,7 @@ export class KvWrites {
   private sweeper: NodeJS.Timeout | undefined;
   private next = 0;
   /** Writes waiting for the end of this turn, published together. */
-  private batch: Array<{ readonly id: string; readonly subject: string; readonly value: string; readonly expected: number }> = [];
+  private batch: Array<{ readonly id: string; readonly subject: string; readonly value: string | (() => string); readonly expected: number }> = [];
 
   constructor(
     private readonly nc: NatsConnection,
@@ -64,8 +65,11 @@ export class KvWrites {
     });
   }
 
-  /** Writes `value` at `key` if its last revision is `expected` (0: no revision yet); resolves with the new revision. */
-  write(key: string, value: string, expected: number): Promise<number> {
+  /**
+   * Writes `value` at `key` if its last revision is `expected` (0: no revision yet); resolves with
+   * the new revision. A function is called for the value when the write leaves, at the turn's end.
+   */
+  write(key: string, value: string | (() => string), expected: number): Promise<number> {
     const id = String(++this.next);
     return new Promise<number>((resolve, reject) => {
       this.pending.set(id, { resolve, reject, deadline: performance.now() + this.timeoutMs });
@@ -84,7 +88,7 @@ export class KvWrites {
       const h = headers();
       h.set(EXPECTED_LAST_SUBJECT_SEQUENCE, String(expected));
       try {
-        this.nc.publish(subject, value, { reply: `${this.inbox}.${id}`, headers: h });
+        this.nc.publish(subject, typeof value === 'string' ? value : value(), { reply: `${this.inbox}.${id}`, headers: h });
       } catch (error) {
         this.pending.delete(id);
         waiting.reject(error instanceof Error ? error : new Error(String(error)));

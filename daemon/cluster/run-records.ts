@@ -51,13 +51,17 @@ export class RunRecords<T extends { readonly runId: string }> {
     return records;
   }
 
-  /** Stores a new record; REVISION_CONFLICT if the run id exists. */
-  async create(record: T): Promise<number> {
+  /**
+   * Stores a new record; REVISION_CONFLICT if the run id exists. `made`, when given, makes the
+   * record as it leaves (at the end of this turn) from `record`; resolves with what was stored.
+   */
+  async create(record: T, made?: (record: T) => T): Promise<Revisioned<T>> {
+    let stored = record;
     try {
       // Never deleted, a run's key has no revision before its create.
-      const revision = await this.writes.write(KEY_PREFIX + record.runId, JSON.stringify(record), 0);
-      this.observe(record, revision);
-      return revision;
+      const revision = await this.writes.write(KEY_PREFIX + record.runId, made ? () => JSON.stringify((stored = made(record))) : JSON.stringify(record), 0);
+      this.observe(stored, revision);
+      return { record: stored, revision };
     } catch (error) {
       throw conflictOr(error, `run ${record.runId} already has a record`);
     }

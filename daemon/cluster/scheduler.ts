@@ -78,7 +78,7 @@ export class ClusterScheduler {
     ticket.catch(() => undefined); // awaited below; a rejection before then is not unhandled
     let revision: number;
     try {
-      revision = await this.records.create(run);
+      revision = (await this.records.create(run)).revision;
     } catch (error) {
       await ticket.then((seq) => this.queue.withdraw(seq), () => undefined).catch(() => undefined); // left behind, it is dropped as an orphan (claimFor)
       throw error;

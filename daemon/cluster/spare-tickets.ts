@@ -1,11 +1,12 @@
 /**
  * Slot tickets a member keeps after their run ended here, so that its front's next start can
  * execute at once, here, without the ticket's trip through the queue (the *local start*,
- * cluster-worker.ts `startHere`): its record is created `running`, this member as `worker`, the
- * spare's stream sequence as `lease`. A spare is still an unacknowledged ticket: it counts
- * against the cluster-wide cap (the `slots` consumer's `max_ack_pending`) and is heartbeated
- * like every lease, so a run holding one is taken over after its member's death exactly like a
- * claimed one (scheduler.ts finds it by that sequence).
+ * cluster-worker.ts `startHere`): its record is created `running` (settled, for a child done by
+ * then: answer-writes.ts), this member as `worker`, the spare's stream sequence as `lease`. A
+ * spare is still an unacknowledged ticket: it counts against the cluster-wide cap (the `slots`
+ * consumer's `max_ack_pending`) and is heartbeated like every lease, so a run holding one is
+ * taken over after its member's death exactly like a claimed one (scheduler.ts finds it by that
+ * sequence).
  *
  * Why it stays fair and does not hoard the cap (the rules live in cluster-worker.ts; this class
  * only holds the tickets):
