@@ -9,7 +9,8 @@
  * A member's one control subscription (`<prefix>.control.<memberId>.*`) answers a request it
  * cannot read, or for a run not there, with an error and goes on serving the runs it holds.
  * A local start whose child settles before its record's create has left is created settled
- * (daemon/cluster/answer-writes.ts): its key's history has no `running` step.
+ * (daemon/cluster/answer-writes.ts): its key's history has no `running` step. A queued run that
+ * no live member serves is marked `unserved` by its front and stops nobody's local starts.
  */
 import { join } from 'node:path';
 import { Kvm } from '@nats-io/kv';
@@ -19,6 +20,7 @@ import { clusterNames } from '../daemon/cluster/names.js';
 import { SlotQueue } from '../daemon/cluster/slot-queue.js';
 import type { ClusterRun } from '../daemon/cluster/cluster-run.js';
 import type { SubagentResult } from '../protocol/index.js';
+import { rejection } from './support/assertions.js';
 import { clusterScene, peakOf } from './support/cluster-scene.js';
 import type { DaemonProcess } from './support/daemon-process.js';
 
@@ -240,5 +242,26 @@ describe('local starts: a front with a spare ticket executes its own start at on
     const longStates = await historyOf(long.id);
     expect(longStates.map((r) => r.state)).toEqual(['running', 'settled', 'disposed']);
     expect(longStates[0]).toMatchObject({ local: true });
+  }, 60_000);
+
+  it('a queued run no live member serves is marked unserved by its front, and local starts in a served workspace go on meanwhile', async () => {
+    const only = await scene.member(
+      { model: { default: scene.scriptedModel(30) }, limits: { maxConcurrentRuns: 2 } },
+      { ackWaitMs: 1000, workspaces: [process.cwd()], workspaceWaitMs: 30_000 },
+    );
+    const store = await records();
+    const service = await clients.connect(only.socket);
+    const cancel = new AbortController();
+    // Its cwd exists on the member, outside the roots it serves: nobody can claim it.
+    const waiting = service.start('echo', { prompt: [{ type: 'text', text: 'echo nowhere' }], parent: { sessionId: 'unserved', cwd: scene.dir() }, signal: cancel.signal });
+    const marked = () => [...store.all()].find(({ record }) => record.owner === 'unserved')?.record;
+    await waitUntil(() => marked()?.unserved !== undefined, 15_000, 'the unserved mark');
+    expect(marked()!.state).toBe('queued');
+    // The first run goes through the queue and leaves its ticket here as a spare; the next executes at once on it.
+    await oneRun(service, 'served', 'echo');
+    const next = await oneRun(service, 'served', 'echo');
+    expect((store.seen(next.runId) ?? (await store.get(next.runId))!).record).toMatchObject({ local: true });
+    cancel.abort();
+    expect(await rejection(waiting)).toMatchObject({ code: 'ABORTED' });
   }, 60_000);
 });

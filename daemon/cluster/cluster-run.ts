@@ -92,6 +92,12 @@ export interface ClusterRun {
    * was parked, and it is dropped once the keys' window has passed.
    */
   readonly parked?: string;
+  /**
+   * Set by its front while no live member says it serves the run's workspace
+   * (workspace-survey.ts): the run waits for such a member, not for the cap, so local starts and
+   * spares do not yield to it (scheduler.ts `hasQueued`). Cleared when a member says yes.
+   */
+  readonly unserved?: string;
 }
 
 /** Where a run's child's session is mirrored: one subject per child, named by its chain's first run. */

@@ -62,7 +62,8 @@ export class ClusterScheduler {
   private observe(run: ClusterRun): void {
     if (run.state === 'queued' || run.state === 'running') this.active.set(run.runId, run);
     else this.active.delete(run.runId);
-    if (run.state === 'queued' && run.parked === undefined) {
+    // Parked, or waiting for a member that serves its workspace: not waiting for the cap.
+    if (run.state === 'queued' && run.parked === undefined && run.unserved === undefined) {
       if (!this.queuedSeen.has(run.runId)) this.queuedSeen.set(run.runId, performance.now());
     } else this.queuedSeen.delete(run.runId);
     if (run.claimedAt !== undefined && (this.lastServed.get(run.owner) ?? '') < run.claimedAt) this.lastServed.set(run.owner, run.claimedAt);
@@ -126,7 +127,8 @@ export class ClusterScheduler {
 
   /**
    * Whether a run waits in the queue as this member's view shows it, for `waitedMs` at least since
-   * this member saw it queued; those this member is claiming aside.
+   * this member saw it queued; those this member is claiming aside, and those that wait for
+   * something other than the cap (parked, or `unserved`: no live member serves their workspace).
    */
   hasQueued(waitedMs = 0): boolean {
     const before = performance.now() - waitedMs;
@@ -167,7 +169,8 @@ export class ClusterScheduler {
       const picked = pickFairly(this.candidates(canRun), this.lastServed);
       if (!picked) break;
       const seen = this.records.seen(picked.runId)!;
-      const run: ClusterRun = { ...picked, state: 'running', worker: this.worker, lease: lease.seq, attempt: 1, claimedAt: isoTime() };
+      const { unserved: _waitedForAMember, ...queued } = picked;
+      const run: ClusterRun = { ...queued, state: 'running', worker: this.worker, lease: lease.seq, attempt: 1, claimedAt: isoTime() };
       this.claiming.add(picked.runId);
       try {
         const revision = await this.records.transition(run.runId, run, seen.revision);

@@ -11,6 +11,9 @@
  *   queued, with WORKSPACE_UNAVAILABLE naming the cwd; a member that claimed it meanwhile wins.
  * - A member that answered yes and then died stops answering: the queued run is refused
  *   `waitMs` later unless another member serves it.
+ * - While a survey goes unanswered, the front marks the record `unserved` (compare-and-set;
+ *   cleared at the next yes): the run waits for a member, not for the cap, so no member's local
+ *   starts stop for it (cluster-worker.ts, scheduler.ts `hasQueued`).
  * - While this member is offline nothing is concluded (its silence proves nothing).
  */
 import type { Subscription } from '@nats-io/transport-node';
@@ -78,6 +81,7 @@ export function watchWorkspace(latest: () => ClusterRun, context: SurveyContext)
         await refuse(latest, context, identity);
         return;
       }
+      await mark(latest, context, !answered);
     }
     timer = setTimeout(() => void round(), SURVEY_EVERY_MS);
     timer.unref();
@@ -88,6 +92,15 @@ export function watchWorkspace(latest: () => ClusterRun, context: SurveyContext)
     stopped = true;
     clearTimeout(timer);
   };
+}
+
+/** Sets or clears the queued record's `unserved` mark; a record claimed or changed meanwhile is left alone. */
+async function mark(latest: () => ClusterRun, context: SurveyContext, unserved: boolean): Promise<void> {
+  const seen = context.records.seen(latest().runId);
+  if (!seen || seen.record.state !== 'queued' || (seen.record.unserved !== undefined) === unserved) return;
+  const { unserved: _was, ...rest } = seen.record;
+  const next: ClusterRun = unserved ? { ...rest, unserved: isoTime() } : rest;
+  await context.records.transition(next.runId, next, seen.revision).catch(() => undefined);
 }
 
 async function refuse(latest: () => ClusterRun, context: SurveyContext, identity: WorkspaceIdentity): Promise<void> {
