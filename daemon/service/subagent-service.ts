@@ -1,26 +1,16 @@
 /**
- * Why this file is long: it is the one place where a start's steps meet in order (checks,
- * idempotency key, admission or a lent lineage slot, provider, publish, observers), and each step's
- * rule lives in the module named above. The start path is the piece to move into its own module
- * (run-start.ts) next.
- *
  * The seam behind the wire, composed from its parts: it checks and admits starts, runs
  * providers, publishes and settles runs, and answers for them (wait, attach, cancel, dispose,
  * resume, list, inspect) to the connection that owns each one.
  *
  * The parts: run-ownership.ts (owners, run ids and tokens), run-table.ts (the runs held in
- * memory, the ownership check), run-hosting.ts (the RunHost per run and the order of a run's
- * messages), run-lifecycle.ts (publish, record, settle, notices, dispose), run-recovery.ts (a
- * previous daemon's runs, and checkpoints for the next one), and the RunLedger
- * (store/run-ledger.ts), where runs are recorded and admitted. The service does not know which
- * ledger it runs on.
+ * memory, the ownership check), run-start.ts (a start or a resumption, from its idempotency key
+ * to its publication), run-hosting.ts (the RunHost per run and the order of a run's messages),
+ * run-lifecycle.ts (publish, record, settle, notices, dispose), run-recovery.ts (a previous
+ * daemon's runs, and checkpoints for the next one), and the RunLedger (store/run-ledger.ts),
+ * where runs are recorded and admitted. The service does not know which ledger it runs on.
  *
  * Rules stated here:
- * - Start checks run in the seam's order (start-checks.ts), before a slot is taken; a start
- *   cancelled before its child is ready is ABORTED, and a child ready too late is disposed.
- * - A resumption is a new run of the same child, admitted like a start.
- * - A start with an idempotency key is made once per parent session and key within the window
- *   (idempotency/start-keys.ts); a repeat answers the same run, attached to the asking connection.
  * - A connection that goes away leaves its runs detached for `detachGraceMs`; its token
  *   re-attaches them, else they are cancelled and disposed. Its pending starts are cancelled.
  * - A shutdown refuses new starts; a drain waits up to its timeout, then checkpoints what can be
@@ -31,7 +21,6 @@ import type { Logger } from 'pino';
 import {
   SubagentError,
   DEFAULT_MAX_OUTPUT_BYTES,
-  endEventOf,
   type AttachResult,
   type ContentBlock,
   type InspectResult,
@@ -40,20 +29,19 @@ import {
   type RunsListParams,
   type RunsListResult,
   type StartParams,
-  type StartProgress,
   type StartResult,
   type SubagentResult,
 } from '../../protocol/index.js';
-import { StartKeys, type KeyedRun, type StartKeyStore } from '../idempotency/start-keys.js';
-import type { DaemonProvider, DaemonRun, IsolationRequest, ProviderStartRequest, RunHost } from '../provider.js';
+import { StartKeys, type StartKeyStore } from '../idempotency/start-keys.js';
+import type { DaemonProvider } from '../provider.js';
 import type { Lease, ListedRun, RunLedger, StoredRun } from '../store/run-ledger.js';
 import { LineageSlots, type LineageSlotStats } from './lineage-slots.js';
 import { ProviderRegistry } from './provider-registry.js';
-import { checkStartRequest, childDepth } from './start-checks.js';
 import { OwnedRunHost } from './run-hosting.js';
-import { DETACHED, EXECUTING_MEMBER, mintRunId, mintToken, tokenMatches, type MintedToken, type RunOwner, type StartAnswer } from './run-ownership.js';
+import { DETACHED, EXECUTING_MEMBER, tokenMatches, type RunOwner } from './run-ownership.js';
 import { RunLifecycle, type LifecycleListener } from './run-lifecycle.js';
 import { RunRecovery } from './run-recovery.js';
+import { RunStart, type ResumeExtras, type StartExtras } from './run-start.js';
 import { RunTable, type LiveRun } from './run-table.js';
 import { RunObservers, type RunObserver } from './run-observer.js';
 import { liveInfo, runInfo, sessionOf, storedState } from './run-views.js';
@@ -63,20 +51,7 @@ export { mintRunId } from './run-ownership.js';
 
 export type { LifecycleListener } from './run-lifecycle.js';
 export type { ObservedStart, RunObserver } from './run-observer.js';
-
-export interface StartExtras {
-  readonly parentRunId?: string;
-  readonly report?: ProviderStartRequest['report'];
-  /** How the run is handed to its owner, when that happens after start returns (a connection's reply). */
-  readonly answer?: StartAnswer;
-  /** Where the start stands until it is answered: queue position, provider start, ready. */
-  readonly progress?: (value: StartProgress) => void;
-  /** The caller's W3C trace context when the start params carry none (child/start, a face's `_meta`). */
-  readonly traceparent?: string;
-}
-
-/** What a resume may carry besides its prompt: as StartExtras, for a continuation. */
-export type ResumeExtras = Pick<StartExtras, 'report' | 'answer' | 'traceparent'>;
+export type { ResumeExtras, StartExtras } from './run-start.js';
 
 export interface SubagentServiceOptions {
   /** Where runs are recorded and admitted (store/run-ledger.ts). */
@@ -103,11 +78,9 @@ export class SubagentService {
   private readonly lineageSlots = new LineageSlots();
   private readonly recovery: RunRecovery;
   private readonly lifecycle: RunLifecycle;
+  private readonly runStart: RunStart;
   private readonly detachGraceMs: number;
   private readonly maxOutputBytes: number;
-  private readonly budgets: TokenBudgets | undefined;
-  /** Keyed starts of the last window (idempotency/start-keys.ts). */
-  private readonly startKeys: StartKeyStore;
   private shuttingDown = false;
   /** Telemetry and the web view (run-observer.ts); absent until the first observer. */
   private observers: RunObservers | undefined;
@@ -120,10 +93,22 @@ export class SubagentService {
     this.registry = new ProviderRegistry(options.decorateProvider);
     this.detachGraceMs = options.detachGraceMs ?? 60_000;
     this.maxOutputBytes = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
-    this.budgets = options.budgets;
-    this.startKeys = options.startKeys ?? new StartKeys(options.idempotencyWindowMs);
     this.recovery = new RunRecovery(this.ledger, this.registry, log, this.maxOutputBytes);
     this.lifecycle = new RunLifecycle(this.ledger, this.table, log, this.maxOutputBytes, () => this.shuttingDown);
+    this.runStart = new RunStart({
+      registry: this.registry,
+      ledger: this.ledger,
+      table: this.table,
+      lifecycle: this.lifecycle,
+      lineageSlots: this.lineageSlots,
+      startKeys: options.startKeys ?? new StartKeys(options.idempotencyWindowMs),
+      budgets: options.budgets,
+      log,
+      maxOutputBytes: this.maxOutputBytes,
+      observers: () => this.observers,
+      shuttingDown: () => this.shuttingDown,
+      attach: (runId, runToken, owner, stream) => this.attach(runId, runToken, owner, stream),
+    });
   }
 
   get isShuttingDown(): boolean {
@@ -164,169 +149,10 @@ export class SubagentService {
   /**
    * `extras.parentRunId`: a child of this daemon delegates (see delegation.ts); cancelling that run
    * cancels this one. `extras.report`: the sink of a continuable child's `report` tool (children.ts).
-   * `extras.answer`: the connection that answers this start (see StartAnswer).
+   * `extras.answer`: the connection that answers this start (see StartAnswer). Its steps: run-start.ts.
    */
-  async start(params: StartParams, owner: RunOwner, cancel: AbortSignal, extras: StartExtras = {}): Promise<StartResult> {
-    if (params.idempotencyKey === undefined) return this.startAfresh(params, owner, cancel, extras);
-    const token = mintToken();
-    const claimed = this.startKeys.claim(params.parent.sessionId, params.idempotencyKey, mintRunId(), cancel, token.token);
-    // This daemon's own store answers a new key at once: no turn of the event loop for it.
-    const claim = claimed instanceof Promise ? await claimed : claimed;
-    if ('run' in claim) return this.startAgain(claim.run, owner, params.stream === true, extras.answer);
-    try {
-      const started = await this.startAfresh(params, owner, cancel, extras, claim.runId, token);
-      claim.first({ runId: started.runId, runToken: started.runToken });
-      return started;
-    } catch (error) {
-      claim.first(undefined);
-      throw error;
-    }
-  }
-
-  /**
-   * A start repeated under its key: the run the first one made, attached to `owner` as by its
-   * token. A run that settled meanwhile has its end notice sent again, after the answer: the
-   * owner it had then may never have been told.
-   */
-  private async startAgain(keyed: KeyedRun, owner: RunOwner, stream: boolean, answer: StartAnswer | undefined): Promise<StartResult> {
-    const { result } = await this.attach(keyed.runId, keyed.runToken, owner, stream);
-    const record = this.table.get(keyed.runId)!;
-    const identity = { runId: record.runId, provider: record.provider, id: record.id, local: record.local };
-    if (result) {
-      const end = { ...endEventOf(identity, result), result };
-      if (answer) answer.whenSent(identity.runId, () => owner.notifyEnd(end));
-      else owner.notifyEnd(end);
-    }
-    return { ...identity, runToken: keyed.runToken };
-  }
-
-  private async startAfresh(params: StartParams, owner: RunOwner, cancel: AbortSignal, extras: StartExtras, runId = mintRunId(), token?: MintedToken): Promise<StartResult> {
-    const { progress } = extras;
-    if (this.shuttingDown) throw new SubagentError('SHUTTING_DOWN', 'the daemon is shutting down and accepts no new runs');
-    const provider = this.registry.get(params.provider);
-    if (!provider) {
-      throw new SubagentError('NO_PROVIDER', `no provider named "${params.provider}" (have: ${this.registry.list().join(', ') || 'none'})`, {
-        field: '/provider',
-      });
-    }
-    checkStartRequest(provider, params);
-    const depth = childDepth(params.parent, params.maxDepth);
-    const abort = new AbortController();
-    // The start's cancel rolls it back until its answer is decided (publish's `accept`), never later.
-    let answering = false;
-    const onCancel = (): void => {
-      if (!answering) abort.abort(new SubagentError('ABORTED', 'start was cancelled before the child was ready'));
-    };
-    if (cancel.aborted) onCancel();
-    cancel.addEventListener('abort', onCancel, { once: true });
-    const stopListening = (): void => cancel.removeEventListener('abort', onCancel);
-    const host = new OwnedRunHost(runId, owner, params.stream === true, this.log, provider.name, this.maxOutputBytes);
-    const traceparent = params.traceparent ?? extras.traceparent;
-    const observers = this.observers;
-    host.observers = observers;
-    observers?.starting({
-      runId,
-      provider: provider.name,
-      depth,
-      connectionId: owner.id,
-      ...(params.label !== undefined && { label: params.label }),
-      ...(typeof params.agentOptions?.['model'] === 'string' && { model: params.agentOptions['model'] }),
-      ...(extras.parentRunId !== undefined && { parentRunId: extras.parentRunId }),
-      ...(owner.clientName !== undefined && { client: owner.clientName }),
-      ...(traceparent !== undefined && { traceparent }),
-    });
-    // A nested start belongs to its parent run's lineage; a client's own start roots a new one.
-    const parentRequester = extras.parentRunId !== undefined ? this.table.get(extras.parentRunId)?.host?.requester : undefined;
-    host.requester = parentRequester ?? { client: owner.id, lineage: runId };
-    if (this.budgets) {
-      // A client's own start is refused once its day's tokens are spent; nested starts belong to a started lineage.
-      if (parentRequester === undefined) this.budgets.checkStart(owner.clientName);
-      host.tokenBudget = this.budgets.forRun(host.requester.lineage, owner.clientName);
-    }
-    this.table.starting.set(runId, { owner, abort });
-    const told = startProgressTeller(host, extras.progress);
-    let run: DaemonRun;
-    let lease: Lease | undefined;
-    try {
-      this.ledger.assertRecordable(); // a run the ledger cannot hold would be lost at a restart
-      const queuedAt = observers && monotonicMs();
-      // A nested start runs on its parent's slot (lineage-slots.ts); a root start waits its fair turn.
-      lease =
-        extras.parentRunId !== undefined
-          ? await this.lineageSlots.borrow(extras.parentRunId, abort.signal)
-          : await this.ledger.admit(owner.id, provider.name, abort.signal, told && ((position) => told({ kind: 'queued', position })));
-      if (queuedAt !== undefined) observers?.admitted(runId, monotonicMs() - queuedAt);
-      told?.({ kind: 'starting' });
-      run = await provider.start({
-        ...toProviderRequest(params, depth, abort.signal, host),
-        ...(extras.report && { report: extras.report }),
-        ...(told && { progress: told }),
-        ...(traceparent !== undefined && { traceparent }),
-        ...(extras.parentRunId !== undefined && { parentRunId: extras.parentRunId }),
-      });
-    } catch (error) {
-      stopListening();
-      lease?.release();
-      const failure = this.startFailure(error, abort.signal, provider.name);
-      observers?.startFailed(runId, failure.code);
-      throw failure;
-    } finally {
-      this.table.starting.delete(runId);
-    }
-    if (abort.signal.aborted || !owner.open) {
-      stopListening();
-      // Ready too late: the caller already gave up, so the run is never published.
-      await run.dispose().catch((error: unknown) => this.log.warn({ err: error, runId }, 'dispose after late readiness failed'));
-      lease.release();
-      observers?.startFailed(runId, 'ABORTED');
-      throw new SubagentError('ABORTED', 'start was cancelled before the child was ready');
-    }
-    const restore = {
-      ...(params.persona !== undefined && { persona: params.persona }),
-      ...(params.toolFilter && { toolFilter: params.toolFilter }),
-      // The lineage's depth cap, for a restored child's nested delegation.
-      ...(params.maxDepth !== undefined && { maxDepth: params.maxDepth }),
-    };
-    // A cancel read while the run's record is written still rolls the start back: publish asks
-    // (after the write, before any lifecycle event) and from then on the run's cancel is its own.
-    const accept = (): boolean => {
-      answering = true;
-      stopListening();
-      return !abort.signal.aborted && owner.open;
-    };
-    let started: StartResult;
-    try {
-      started = await this.lifecycle.publish(
-        provider.name,
-        run,
-        owner,
-        abort,
-        host,
-        lease,
-        extras.answer,
-        { restore, ...(extras.parentRunId !== undefined && { parentRunId: extras.parentRunId }), ...(token && { token }) },
-        accept,
-      );
-    } catch (error) {
-      if (error instanceof SubagentError && error.code === 'ABORTED') observers?.startFailed(runId, 'ABORTED');
-      throw error;
-    } finally {
-      stopListening();
-    }
-    observers?.ready(started.runId, { id: started.id });
-    // Started by a run already told to stop after its step: this one gets the same level.
-    const parentRun = extras.parentRunId !== undefined ? this.table.get(extras.parentRunId) : undefined;
-    const published = this.table.get(started.runId);
-    if (parentRun?.stopsAfterStep && published?.state === 'running') this.table.stopAfterStep(published);
-    progress?.({ kind: 'ready', runId: started.runId });
-    return started;
-  }
-
-  private startFailure(error: unknown, signal: AbortSignal, provider: string): SubagentError {
-    if (error instanceof SubagentError) return error;
-    if (signal.aborted) return new SubagentError('ABORTED', 'start was cancelled before the child was ready');
-    this.log.warn({ err: error, provider }, 'provider failed to start a child');
-    return new SubagentError('START_FAILED', `provider "${provider}" failed to start: ${error instanceof Error ? error.message : String(error)}`);
+  start(params: StartParams, owner: RunOwner, cancel: AbortSignal, extras: StartExtras = {}): Promise<StartResult> {
+    return this.runStart.start(params, owner, cancel, extras);
   }
 
   /** `after-step` needs the provider's `interrupt`; without it the run stops `now`. */
@@ -380,48 +206,9 @@ export class SubagentService {
    * `traceparent`: the caller's trace context, which the continuation's spans continue.
    */
   async resume(runId: string, owner: RunOwner, prompt: ContentBlock[], stream: boolean, extras: ResumeExtras = {}): Promise<StartResult> {
-    const { report, answer, traceparent } = extras;
     const record = await this.table.owned(runId, owner, this.ledger);
-    if (!record.run) await this.recovery.restore(record, owner, stream, report);
-    if (!record.run) throw new SubagentError('RUN_STATE', `run ${runId} has no live child`);
-    const resume = record.run.resume;
-    if (!resume) throw new SubagentError('UNSUPPORTED_OPERATION', `provider "${record.provider}" does not support resume`);
-    if (this.shuttingDown) throw new SubagentError('SHUTTING_DOWN', 'the daemon is shutting down and accepts no new runs');
-    if (record.state !== 'settled') throw new SubagentError('RUN_STATE', `run ${runId} is ${record.state}; only a settled run can be resumed`);
-    const host = record.host!;
-    // One turn at a time per child: re-arming the host of a chain whose later run still works
-    // would hold that run's settle for an answer that never comes.
-    for (const other of this.table.values()) {
-      if (other.host === host && other.state === 'running') throw new SubagentError('RUN_STATE', `child ${record.id} is already running a continuation (run ${other.runId})`);
-    }
-    const abort = new AbortController();
-    const lease = await this.ledger.admit(owner.id, record.provider, abort.signal);
-    // The provider keeps the chain's first host for its whole life: point it at the new run
-    // before the child can emit anything for it.
-    host.rearm(mintRunId(), owner, stream);
-    const observers = (host.observers = this.observers);
-    observers?.starting({
-      runId: host.runId,
-      provider: record.provider,
-      depth: 1,
-      connectionId: owner.id,
-      resumedFrom: record.runId,
-      ...(record.parentRunId !== undefined && { parentRunId: record.parentRunId }),
-      ...(owner.clientName !== undefined && { client: owner.clientName }),
-      ...(traceparent !== undefined && { traceparent }),
-    });
-    let next: DaemonRun;
-    try {
-      next = await resume.call(record.run, prompt, { signal: abort.signal, ...(traceparent !== undefined && { traceparent }) });
-    } catch (error) {
-      lease.release();
-      observers?.startFailed(host.runId, error instanceof SubagentError ? error.code : 'START_FAILED');
-      throw error;
-    }
-    const restore = (await this.ledger.get(record.runId))?.restore;
-    const started = await this.lifecycle.publish(record.provider, next, owner, abort, host, lease, answer, { resumedFrom: record.runId, ...(restore && { restore }) });
-    observers?.ready(started.runId, { id: started.id });
-    return started;
+    if (!record.run) await this.recovery.restore(record, owner, stream, extras.report);
+    return this.runStart.resume(record, owner, prompt, stream, extras);
   }
 
   async wait(runId: string, owner: RunOwner): Promise<SubagentResult> {
@@ -605,54 +392,4 @@ export class SubagentService {
   }
 }
 
-function toProviderRequest(params: StartParams, depth: number, signal: AbortSignal, host: RunHost): ProviderStartRequest {
-  const isolation = isolationOf(params);
-  return {
-    prompt: params.prompt,
-    parent: params.parent,
-    childDepth: depth,
-    signal,
-    host,
-    ...(params.agentOptions !== undefined && { agentOptions: params.agentOptions }),
-    ...(params.outputSchema !== undefined && { outputSchema: params.outputSchema }),
-    ...(params.maxDepth !== undefined && { maxDepth: params.maxDepth }),
-    ...(params.toolFilter !== undefined && { toolFilter: params.toolFilter }),
-    ...(params.persona !== undefined && { persona: params.persona }),
-    ...(params.tools !== undefined && { tools: params.tools }),
-    ...(params.env !== undefined && { env: params.env }),
-    ...(params.label !== undefined && { label: params.label }),
-    ...(isolation && { isolation }),
-  };
-}
-
-/** The start's worktree isolation fields, when it has any. */
-function isolationOf(params: StartParams): IsolationRequest | undefined {
-  if (params.isolation === undefined && params.baseRef === undefined && params.includeUncommitted === undefined && params.cleanup === undefined) return undefined;
-  return {
-    ...(params.isolation !== undefined && { isolation: params.isolation }),
-    ...(params.baseRef !== undefined && { baseRef: params.baseRef }),
-    ...(params.includeUncommitted !== undefined && { includeUncommitted: params.includeUncommitted }),
-    ...(params.cleanup !== undefined && { cleanup: params.cleanup }),
-  };
-}
-
-/** Not `performance.now()`: that global loads node:perf_hooks at start (ops/idle-memory.ts). */
-function monotonicMs(): number {
-  return Number(process.hrtime.bigint()) / 1e6;
-}
-
 const NO_LEASE: Lease = { release: () => undefined };
-
-/**
- * Where a start stands, told twice: as the start's `$/progress` (when it gave a token) and as the
- * run's own `queued`/`agent-starting` events (when it streams), which the host holds until the
- * answer that names the run and then sends first, in order. Undefined when nobody listens.
- */
-function startProgressTeller(host: OwnedRunHost, progress: StartExtras['progress']): StartExtras['progress'] {
-  if (!host.stream) return progress;
-  return (value) => {
-    progress?.(value);
-    if (value.kind === 'queued') host.emit({ kind: 'queued', position: value.position });
-    else if (value.kind === 'agent') host.emit({ kind: 'agent-starting', stage: value.stage });
-  };
-}
