@@ -244,7 +244,8 @@ async function launch(
   try {
     await queue();
     if (record.pin !== undefined) stopWatching = watchHolder(() => latest, front);
-    else stopWatching = watchWorkspace(() => latest, { link: front.link, names: front.names, records: front.scheduler.records, waitMs: front.workspaceWaitMs });
+    // A local or lent start executes here already: only a queued one waits for a member.
+    else if (record.state === 'queued') stopWatching = watchWorkspace(() => latest, { link: front.link, names: front.names, records: front.scheduler.records, waitMs: front.workspaceWaitMs });
     await started;
   } catch (error) {
     signal.removeEventListener('abort', onAbort);
