@@ -27,10 +27,10 @@
  *   (`startedHere`) instead of writing it: the front writes it with the token's hash, and the
  *   next write here rebases on that. Control messages from a front on this member arrive
  *   directly (`controlHere`), not through NATS.
- * - A local start (`startHere`: this member's own client's start, a spare ticket, a free slot,
- *   no run waiting in the queue) executes at once beside the slot loops; its front creates its record when it
- *   answers, and a start that fails first writes nothing (spare-tickets.ts). A run's ticket is
- *   kept as a spare when it settles, and acknowledged once unused (`recycle`, `releaseSoon`).
+ * - A local start (local-starts.ts: this member's own client's start, a spare ticket, a free
+ *   slot, no run waiting in the queue) executes at once beside the slot loops; its front creates
+ *   its record when it answers, and a start that fails first writes nothing. A run's ticket goes
+ *   on to local-starts.ts when it settles (`passOn`): kept as a spare, acknowledged once unused.
  * - A worktree start gets its worktree here, from this member's checkout (`isolateWith`: the real
  *   providers wrapped by daemon/worktrees/); its chain is pinned here, and a takeover refuses it
  *   (the tree is on the silent member's disk).
@@ -59,22 +59,13 @@ import type { NatsLink } from './nats-link.js';
 import type { ClusterNames } from './names.js';
 import type { Claim, ClusterScheduler, SlotReservation } from './scheduler.js';
 import { Lease, NamedTicket, type Ticket } from './slot-queue.js';
-import { SpareTickets } from './spare-tickets.js';
 import { leftLent } from './lent-slots.js';
+import { LocalStarts } from './local-starts.js';
 import type { SessionEvents } from './session-events.js';
 import { SessionMirror } from './session-mirror.js';
 import { parkedRecord } from './parked-starts.js';
 import type { WorkspaceGate } from './workspace.js';
 import { answerSurveys } from './workspace-survey.js';
-
-/** How long a spare ticket (spare-tickets.ts) waits for a local start before it is acknowledged. */
-const SPARE_IDLE_MS = 1000;
-/**
- * A queued run that waited this long (as this member saw it) may be waiting for the cap: local
- * starts yield to it, and spares are let go, one each time this passes. A run queued for less is
- * usually being claimed with its own ticket already (a busy front's own queued starts are).
- */
-const RELEASE_AFTER_MS = 50;
 
 /** What a child taken over is told: another member ran its earlier steps, which are above. */
 export const TAKEOVER_PROMPT =
@@ -170,8 +161,8 @@ interface Begun {
 export class ClusterWorker {
   private readonly stop = new AbortController();
   private readonly executing = new Map<string, Execution>();
-  /** Tickets of runs that ended here, kept for this member's next local start (spare-tickets.ts). */
-  private readonly spares = new SpareTickets(SPARE_IDLE_MS, (lease) => this.recycle(lease, true));
+  /** This member's own client's starts that execute here at once, on the spare tickets of runs that ended here. */
+  readonly localStarts: LocalStarts;
   /** Execution slots promised and not yet executing: a local start creating its record, a loop claiming. */
   private reserved = 0;
   /** Slot loops waiting for a slot to free (this member is full of local starts). */
@@ -190,7 +181,16 @@ export class ClusterWorker {
     private readonly sessions: SessionEvents,
     private readonly providers: ReadonlyMap<string, DaemonProvider>,
     private readonly options: ClusterWorkerOptions,
-  ) {}
+  ) {
+    this.localStarts = new LocalStarts(scheduler, {
+      stopping: this.stop.signal,
+      online: () => link.online,
+      canRun: this.canRun,
+      reserve: () => this.slot.take(),
+      perform: (claim, cancel) => this.performReserved(claim, cancel),
+      log: options.log,
+    });
+  }
 
   start(): void {
     // A client that re-attached through another member moved the run's owner: follow it.
@@ -201,9 +201,7 @@ export class ClusterWorker {
         // The owner's side wrote (the token's hash, a moved owner): rebase on it now, not after a refused write and a read.
         if (revision > execution.revision) adopt(execution, record, revision);
       }
-      // A run waits in the queue (local starts stop while it does): if it still waits a moment
-      // later, spares held here are let go, so that the cap has room for its own ticket.
-      if (record.state === 'queued' && record.parked === undefined) this.releaseSoon();
+      this.localStarts.seen(record);
       // Check a queued run's workspace as soon as it is seen, not when a ticket is held.
       if (record.state === 'queued' && this.options.slots > 0 && this.options.gate.known(record.workspace) === undefined) void this.options.gate.serves(record.workspace);
     });
@@ -211,7 +209,7 @@ export class ClusterWorker {
     this.stopBeating = this.link.onChange((online) => {
       if (!online) return;
       for (const execution of this.executing.values()) if (!execution.lost) execution.lease.beat();
-      this.spares.beat();
+      this.localStarts.beat();
     });
     // Only a member that executes runs says it serves a workspace.
     if (this.options.slots > 0) this.stopAnswering = answerSurveys(this.link, this.names, this.options.gate, this.scheduler.worker);
@@ -353,9 +351,7 @@ export class ClusterWorker {
     this.unfollowOwners?.();
     for (const execution of this.executing.values()) this.letGo(execution, 'the member is stopping');
     this.freed();
-    // Spares leave the queue: each queued run has a ticket of its own.
-    clearTimeout(this.releaseTimer);
-    const spares = this.spares.drain().map((lease) => lease.ack());
+    const spares = this.localStarts.close();
     await Promise.allSettled([...this.executing.values()].map((e) => e.run?.dispose()).concat(spares));
   }
 
@@ -397,79 +393,6 @@ export class ClusterWorker {
     for (const wake of this.roomWaiters.splice(0)) wake();
   }
 
-  /**
-   * A fresh start of this member's own client that may execute here at once, on a spare ticket
-   * (spare-tickets.ts), instead of waiting for the queue's trip: when this member has a free slot,
-   * the provider, a yes for the workspace and a spare, and no run has waited in the queue for
-   * RELEASE_AFTER_MS (the fair pick would put it first, if the cap is what it waits for). Returns the run's record, `running` here under the spare, and
-   * `execute`, which creates it (one write: no ticket, no claim) and starts the child beside the
-   * slot loops; undefined when the start must go through the queue.
-   */
-  startHere(record: ClusterRun, cancel: AbortSignal): { record: ClusterRun; execute(): Promise<void> } | undefined {
-    if (this.stop.signal.aborted || !this.link.online || record.resumes !== undefined || record.pin !== undefined) return undefined;
-    if (this.spares.size === 0 || !this.canRun(record) || !this.hasRoom() || this.scheduler.hasQueued(RELEASE_AFTER_MS)) return undefined;
-    const lease = this.spares.take()!;
-    this.reserved += 1;
-    const running: ClusterRun = { ...record, state: 'running', worker: this.scheduler.worker, lease: lease.seq, attempt: 1, claimedAt: isoTime(), local: true };
-    return { record: running, execute: () => this.executeHere(running, lease, cancel) };
-  }
-
-  /**
-   * Starts the local start's child at once, with no record yet (revision 0): the front creates
-   * the record when it answers the start, with the child's id and the token's hash
-   * (cluster-ledger.ts), and this execution takes that revision from the view. Until then the run
-   * is this member's alone: a start that fails or is abandoned first writes nothing (the front
-   * hears the failure directly), and the ticket goes on.
-   */
-  private executeHere(record: ClusterRun, lease: Lease, cancel: AbortSignal): Promise<void> {
-    this.reserved -= 1; // the execution registers at once, and counts as held
-    void this.perform({ run: record, revision: 0, lease, takeover: false }, cancel).catch((error: unknown) =>
-      this.options.log.warn({ err: error, runId: record.runId }, 'cluster: a local start failed'),
-    );
-    return Promise.resolve();
-  }
-
-  /**
-   * The ticket of a run that ended here: kept as a spare; acknowledged once it goes unused
-   * (`release`: its idle time is over, or a run waits in the queue). Never given back to the
-   * queue: every queued run has a ticket of its own there, so the queue holds no ticket in excess,
-   * and acknowledging a spare frees a unit of the cap for one of those.
-   *
-   * While a run has waited RELEASE_AFTER_MS, the ticket is acknowledged at once rather than kept:
-   * it is what such a run waits for. Kept, with every start queued then (local starts wait too),
-   * each queued start's ticket became a spare for its idle second, spares filled the cap, and the
-   * pool ran at the pace spares were let go (three members: 140 runs/s, a fifth of its usual rate,
-   * until the load stopped).
-   */
-  private recycle(lease: Lease, release = false): void {
-    if (release || this.stop.signal.aborted || this.scheduler.hasQueued(RELEASE_AFTER_MS)) {
-      void lease.ack().catch(() => lease.stop()); // unconfirmed: it lapses, and its next holder finds nothing running under it
-      return;
-    }
-    this.spares.keep(lease);
-    if (this.scheduler.hasQueued()) this.releaseSoon();
-  }
-
-  private releaseTimer: NodeJS.Timeout | undefined;
-
-  /**
-   * While a run has waited in the queue for RELEASE_AFTER_MS, one spare is let go each time that
-   * passes: it may wait for the cap, which this member's spares hold. (A run claimed sooner, as
-   * queued starts usually are while the cap has room, costs no spare.)
-   */
-  private releaseSoon(): void {
-    if (this.releaseTimer !== undefined || this.spares.size === 0) return;
-    this.releaseTimer = setTimeout(() => {
-      this.releaseTimer = undefined;
-      if (this.scheduler.hasQueued(RELEASE_AFTER_MS)) {
-        const spare = this.spares.take();
-        if (spare) this.recycle(spare, true);
-      }
-      if (this.scheduler.hasQueued()) this.releaseSoon();
-    }, RELEASE_AFTER_MS);
-    this.releaseTimer.unref();
-  }
-
   private async loop(): Promise<void> {
     while (!this.stop.signal.aborted) {
       if (!this.link.online) {
@@ -486,9 +409,14 @@ export class ClusterWorker {
         return undefined;
       });
       if (!claim) continue;
-      this.reserved -= 1; // the execution registers at once, and counts as held
-      await this.perform(claim);
+      await this.performReserved(claim);
     }
+  }
+
+  /** Executes a claim on the slot reserved for it (a slot loop's, or a local start's). */
+  private performReserved(claim: Held, cancel?: AbortSignal): Promise<void> {
+    this.reserved -= 1; // the execution registers at once, and counts as held
+    return this.perform(claim, cancel);
   }
 
   /** Executes a held claim, heard by the execution observer. */
@@ -643,12 +571,12 @@ export class ClusterWorker {
     return { stopReason: result.stopReason };
   }
 
-  /** The run's ticket goes on (spare-tickets.ts): this execution keeps only its sequence. */
+  /** The run's ticket goes on (local-starts.ts): this execution keeps only its sequence. */
   private passOn(execution: Execution): void {
     const { lease } = execution;
     if (!(lease instanceof Lease)) return;
     execution.lease = new NamedTicket(lease.seq, lease.heartbeatMs);
-    this.recycle(lease);
+    this.localStarts.recycle(lease);
   }
 
   /**
@@ -886,7 +814,7 @@ function controlMessageOf(value: unknown): ControlMessage {
   return value as ControlMessage;
 }
 
-/** A local start not recorded yet (cluster-worker.ts `startHere`): the front creates its record when it answers. */
+/** A local start not recorded yet (local-starts.ts): the front creates its record when it answers. */
 const unrecorded = (execution: Execution): boolean => execution.revision === 0;
 
 /** The record still names this execution: same worker, attempt and lease, and not ended by another. */
