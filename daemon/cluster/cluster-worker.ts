@@ -2,8 +2,7 @@
  * Why this file is long: a fresh claim, a local start on a spare, a takeover, a resume and a
  * parked start all end in the same outcome write and ticket acknowledgement (or hand-on as a
  * spare), in one order that the lease rules depend on, and control messages act on the same
- * executions. The takeover's session rebuild and the local start's path (`startHere`) are the
- * parts to move out next.
+ * executions; the paths' own parts live in the modules named below.
  *
  * The executing side of a member: `slots` loops, each taking a run from the shared queue
  * (scheduler.ts) only while this member is connected, running it with the member's own
@@ -14,15 +13,16 @@
  *   some member, which adopts it: parked-starts.ts); its events and tool calls go to the owner's member
  *   (member-relay.ts); its session is mirrored to the cluster as it grows (session-mirror.ts).
  * - A takeover (the previous worker went silent) rebuilds the child's session file from the
- *   mirror, restores the child through its provider and tells it to continue: the run keeps its
- *   id and completes here. A provider without `restore` (ACP: the agent process died with its
- *   member) cannot migrate: the run ends `error` saying so. A run claimed before its child
- *   existed simply starts.
+ *   mirror, restores the child through its provider and tells it to continue (child-restore.ts):
+ *   the run keeps its id and completes here. A provider without `restore` (ACP: the agent
+ *   process died with its member) cannot migrate: the run ends `error` saying so. A run claimed
+ *   before its child existed simply starts.
  * - A continuation (`resumes`) of a child whose previous run executed here, undisposed, resumes
  *   that very child; its messages now speak for the new run. Elsewhere the child is restored from
- *   the mirror, as for a takeover, and given the new message. A run pinned to a member (its child
- *   lives in that member's agent process) is taken only by that member. A continuation that does
- *   not hold its child's claim (child-fence.ts) is refused before the child is touched.
+ *   the mirror, as for a takeover, and given the new message (child-restore.ts). A run pinned to
+ *   a member (its child lives in that member's agent process) is taken only by that member. A
+ *   continuation that does not hold its child's claim (child-fence.ts) is refused before the
+ *   child is touched.
  * - A fresh start whose front is this member hands its child's id to the waiting start
  *   (`startedHere`) instead of writing it: the front writes it with the token's hash, and the
  *   next write here rebases on that. Control messages from a front on this member arrive
@@ -46,13 +46,12 @@
  *   recording an outcome: their tickets come back after ack_wait and another member continues them.
  */
 import { isoTime } from '../../common/iso-time.js';
-import { writeFile, mkdir } from 'node:fs/promises';
 import type { Logger } from 'pino';
 import { SubagentError, type ContentBlock, type InterruptLevel, type SubagentErrorCode, type SubagentResult } from '../../protocol/index.js';
 import type { DaemonProvider, DaemonRun, RunHost } from '../provider.js';
-import { sessionFilePath } from '../ops/paths.js';
 import { settledOrAfter } from './answer-writes.js';
 import { assertClaimed } from './child-fence.js';
+import { ChildRestore } from './child-restore.js';
 import { sessionKeyOf, type ClusterRun } from './cluster-run.js';
 import type { MemberRelay, RelayTarget, ReportSink } from './member-relay.js';
 import type { NatsLink } from './nats-link.js';
@@ -66,10 +65,6 @@ import { SessionMirror } from './session-mirror.js';
 import { parkedRecord } from './parked-starts.js';
 import type { WorkspaceGate } from './workspace.js';
 import { answerSurveys } from './workspace-survey.js';
-
-/** What a child taken over is told: another member ran its earlier steps, which are above. */
-export const TAKEOVER_PROMPT =
-  'The service running you was restarted on another machine while you worked; your earlier steps are above. Continue the task from where you stopped.';
 
 export type ControlMessage =
   | { op: 'cancel' }
@@ -161,6 +156,8 @@ interface Begun {
 export class ClusterWorker {
   private readonly stop = new AbortController();
   private readonly executing = new Map<string, Execution>();
+  /** Brings back, from the cluster's copy of its session, a child taken over or continued here but not held here. */
+  private readonly childRestore: ChildRestore;
   /** This member's own client's starts that execute here at once, on the spare tickets of runs that ended here. */
   readonly localStarts: LocalStarts;
   /** Execution slots promised and not yet executing: a local start creating its record, a loop claiming. */
@@ -182,6 +179,7 @@ export class ClusterWorker {
     private readonly providers: ReadonlyMap<string, DaemonProvider>,
     private readonly options: ClusterWorkerOptions,
   ) {
+    this.childRestore = new ChildRestore(sessions, options.sessionsDir);
     this.localStarts = new LocalStarts(scheduler, {
       stopping: this.stop.signal,
       online: () => link.online,
@@ -493,7 +491,8 @@ export class ClusterWorker {
       let begun: Begun;
       if (claim.takeover && record.childId !== undefined) {
         this.endLeftLent(runId, claim.previous?.id ?? 'its member');
-        begun = await this.takeOver(claim, record.childId, provider, execution.conduit, signal);
+        const restored = await this.childRestore.takeOver(claim, record.childId, provider, execution.conduit, signal);
+        begun = { ...restored, conduit: execution.conduit, from: 'mirror' };
         log.info({ child: record.childId }, 'cluster: took over a run from a silent member');
       } else if (record.resumes) {
         begun = await this.continueChild(record, provider, execution.conduit, signal);
@@ -610,10 +609,10 @@ export class ClusterWorker {
 
   /**
    * A continuation: the child itself when its previous run executed here and is still held
-   * (its line now speaks for this run), else the child restored from the mirror.
+   * (its line now speaks for this run), else the child restored from the mirror (child-restore.ts).
    */
   private async continueChild(record: ClusterRun, provider: DaemonProvider, fresh: Conduit, signal: AbortSignal): Promise<Begun> {
-    const { runId: previousRunId, childId } = record.resumes!;
+    const previousRunId = record.resumes!.runId;
     await assertClaimed(this.scheduler.records, record);
     const previous = this.executing.get(previousRunId);
     if (previous?.run?.resume && !previous.lost) {
@@ -631,63 +630,9 @@ export class ClusterWorker {
         throw error;
       }
     }
-    if (record.pin !== undefined) {
-      throw new SubagentError('RUN_STATE', `child ${childId} of run ${previousRunId} is no longer held on this member (disposed or lost); it cannot be continued`);
-    }
-    if (!provider.restore) {
-      throw new SubagentError('UNSUPPORTED_OPERATION', `provider "${record.provider}" cannot bring back child ${childId} on another member`);
-    }
     const previousResult = this.scheduler.records.seen(previousRunId)?.record.result;
-    return this.restoreFromMirror(record, childId, provider, fresh, signal, record.request.prompt, previousResult, 'the cluster never stored any of its session');
-  }
-
-  /** Rebuilds the child's session from the mirror, restores it, and resumes it. */
-  private async takeOver(claim: Held, childId: string, provider: DaemonProvider, conduit: Conduit, signal: AbortSignal): Promise<Begun> {
-    const record = claim.run;
-    const gone = claim.previous ? `member ${claim.previous.id} (pid ${claim.previous.pid} on ${claim.previous.host})` : 'its member';
-    if (!provider.restore) {
-      throw new SubagentError(
-        'UNSUPPORTED_OPERATION',
-        `run ${record.runId} cannot migrate: provider "${record.provider}" keeps its child in a process that died with ${gone}, and has no session to resume from`,
-      );
-    }
-    // Its worktree is on the silent member's disk: continuing here would work in another tree.
-    if (record.request.isolation?.isolation === 'worktree') {
-      throw new SubagentError(
-        'UNSUPPORTED_OPERATION',
-        `run ${record.runId} cannot migrate: it works in a git worktree on the disk of ${gone}; its committed turns are on its branch in that member's repository`,
-      );
-    }
-    const prompt = [{ type: 'text' as const, text: TAKEOVER_PROMPT }];
-    return this.restoreFromMirror(record, childId, provider, conduit, signal, prompt, undefined, `${gone} stopped before any of its session reached the cluster`);
-  }
-
-  private async restoreFromMirror(
-    record: ClusterRun,
-    childId: string,
-    provider: DaemonProvider,
-    conduit: Conduit,
-    signal: AbortSignal,
-    prompt: ContentBlock[],
-    previousResult: SubagentResult | undefined,
-    whyEmpty: string,
-  ): Promise<Begun> {
-    const lines = await this.sessions.readAll(sessionKeyOf(record));
-    if (lines.length === 0) throw new SubagentError('RUN_STATE', `run ${record.runId}: ${whyEmpty}`);
-    await mkdir(this.options.sessionsDir, { recursive: true, mode: 0o700 });
-    await writeFile(sessionFilePath(this.options.sessionsDir, childId), lines.map((line) => `${JSON.stringify(line)}\n`).join(''), { mode: 0o600 });
-    const request = record.request;
-    const restored = await provider.restore!(childId, {
-      host: conduit.host,
-      result: previousResult ?? { output: [], stopReason: 'aborted' },
-      ...(conduit.report && { report: conduit.report }),
-      ...(request.persona !== undefined && { persona: request.persona }),
-      ...(request.toolFilter && { toolFilter: request.toolFilter }),
-      ...(request.maxDepth !== undefined && { maxDepth: request.maxDepth }),
-    });
-    if (!restored.resume) throw new SubagentError('UNSUPPORTED_OPERATION', `provider "${record.provider}" restored run ${record.runId} but cannot resume it`);
-    const run = await restored.resume(prompt, { signal });
-    return { run, stored: lines.length, conduit, from: 'mirror' };
+    const restored = await this.childRestore.continuation(record, provider, fresh, signal, previousResult);
+    return { ...restored, conduit: fresh, from: 'mirror' };
   }
 
   private async control(execution: Execution, message: ControlMessage): Promise<void> {
