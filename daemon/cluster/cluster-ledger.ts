@@ -193,7 +193,7 @@ export class ClusterLedger implements RunLedger {
   }
 
   /**
-   * A local start's record, made when it is answered (cluster-worker.ts `startHere`): `running`
+   * A local start's record, made when it is answered (local-starts.ts `startHere`): `running`
    * here, with the child's id and the token's hash, one create; already settled when its child's
    * outcome came before the write left (answer-writes.ts). Refused, the start fails (the service
    * disposes its run): no member could find, attach or take it over.

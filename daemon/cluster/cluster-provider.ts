@@ -19,7 +19,7 @@
  *   comes back as a settled handle whose `resume` queues a continuation as above.
  *
  * A fresh start this member can execute at once on a spare ticket (a *local start*:
- * spare-tickets.ts, cluster-worker.ts `startHere`) skips the queue: its child starts here, and
+ * spare-tickets.ts, local-starts.ts `startHere`) skips the queue: its child starts here, and
  * its record is created when the start is answered (cluster-ledger.ts).
  *
  * Rules and failures:
@@ -99,7 +99,7 @@ export interface FrontContext {
   lentTicket?: (parentRunId: string) => number | undefined;
   /** Executes a nested start's record, written `running` on its parent's lent slot, beside the slot loops (cluster-worker.ts). */
   executeLent?: (record: ClusterRun, cancel: AbortSignal) => Promise<void>;
-  /** A fresh start that executes here at once on a spare ticket, skipping the queue (cluster-worker.ts); undefined: queue it. */
+  /** A fresh start that executes here at once on a spare ticket, skipping the queue (local-starts.ts); undefined: queue it. */
   startHere?: (record: ClusterRun, cancel: AbortSignal) => { record: ClusterRun; execute(): Promise<void> } | undefined;
   /** How this member's execution slots are held (for status). */
   executionSlots?: () => ExecutionSlots;

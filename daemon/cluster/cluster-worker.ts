@@ -2,8 +2,7 @@
  * Why this file is long: a fresh claim, a local start on a spare, a takeover, a resume and a
  * parked start all end in the same outcome write and ticket acknowledgement (or hand-on as a
  * spare), in one order that the lease rules depend on, and control messages act on the same
- * executions. The takeover's session rebuild and the local start's path (`startHere`) are the
- * parts to move out next.
+ * executions; the paths' own parts live in the modules named below.
  *
  * The executing side of a member: `slots` loops, each taking a run from the shared queue
  * (scheduler.ts) only while this member is connected, running it with the member's own
@@ -14,23 +13,24 @@
  *   some member, which adopts it: parked-starts.ts); its events and tool calls go to the owner's member
  *   (member-relay.ts); its session is mirrored to the cluster as it grows (session-mirror.ts).
  * - A takeover (the previous worker went silent) rebuilds the child's session file from the
- *   mirror, restores the child through its provider and tells it to continue: the run keeps its
- *   id and completes here. A provider without `restore` (ACP: the agent process died with its
- *   member) cannot migrate: the run ends `error` saying so. A run claimed before its child
- *   existed simply starts.
+ *   mirror, restores the child through its provider and tells it to continue (child-restore.ts):
+ *   the run keeps its id and completes here. A provider without `restore` (ACP: the agent
+ *   process died with its member) cannot migrate: the run ends `error` saying so. A run claimed
+ *   before its child existed simply starts.
  * - A continuation (`resumes`) of a child whose previous run executed here, undisposed, resumes
  *   that very child; its messages now speak for the new run. Elsewhere the child is restored from
- *   the mirror, as for a takeover, and given the new message. A run pinned to a member (its child
- *   lives in that member's agent process) is taken only by that member. A continuation that does
- *   not hold its child's claim (child-fence.ts) is refused before the child is touched.
+ *   the mirror, as for a takeover, and given the new message (child-restore.ts). A run pinned to
+ *   a member (its child lives in that member's agent process) is taken only by that member. A
+ *   continuation that does not hold its child's claim (child-fence.ts) is refused before the
+ *   child is touched.
  * - A fresh start whose front is this member hands its child's id to the waiting start
  *   (`startedHere`) instead of writing it: the front writes it with the token's hash, and the
  *   next write here rebases on that. Control messages from a front on this member arrive
  *   directly (`controlHere`), not through NATS.
- * - A local start (`startHere`: this member's own client's start, a spare ticket, a free slot,
- *   no run waiting in the queue) executes at once beside the slot loops; its front creates its record when it
- *   answers, and a start that fails first writes nothing (spare-tickets.ts). A run's ticket is
- *   kept as a spare when it settles, and acknowledged once unused (`recycle`, `releaseSoon`).
+ * - A local start (local-starts.ts: this member's own client's start, a spare ticket, a free
+ *   slot, no run waiting in the queue) executes at once beside the slot loops; its front creates
+ *   its record when it answers, and a start that fails first writes nothing. A run's ticket goes
+ *   on to local-starts.ts when it settles (`passOn`): kept as a spare, acknowledged once unused.
  * - A worktree start gets its worktree here, from this member's checkout (`isolateWith`: the real
  *   providers wrapped by daemon/worktrees/); its chain is pinned here, and a takeover refuses it
  *   (the tree is on the silent member's disk).
@@ -46,39 +46,25 @@
  *   recording an outcome: their tickets come back after ack_wait and another member continues them.
  */
 import { isoTime } from '../../common/iso-time.js';
-import { writeFile, mkdir } from 'node:fs/promises';
 import type { Logger } from 'pino';
 import { SubagentError, type ContentBlock, type InterruptLevel, type SubagentErrorCode, type SubagentResult } from '../../protocol/index.js';
 import type { DaemonProvider, DaemonRun, RunHost } from '../provider.js';
-import { sessionFilePath } from '../ops/paths.js';
 import { settledOrAfter } from './answer-writes.js';
 import { assertClaimed } from './child-fence.js';
+import { ChildRestore } from './child-restore.js';
 import { sessionKeyOf, type ClusterRun } from './cluster-run.js';
 import type { MemberRelay, RelayTarget, ReportSink } from './member-relay.js';
 import type { NatsLink } from './nats-link.js';
 import type { ClusterNames } from './names.js';
 import type { Claim, ClusterScheduler, SlotReservation } from './scheduler.js';
 import { Lease, NamedTicket, type Ticket } from './slot-queue.js';
-import { SpareTickets } from './spare-tickets.js';
 import { leftLent } from './lent-slots.js';
+import { LocalStarts } from './local-starts.js';
 import type { SessionEvents } from './session-events.js';
 import { SessionMirror } from './session-mirror.js';
 import { parkedRecord } from './parked-starts.js';
 import type { WorkspaceGate } from './workspace.js';
 import { answerSurveys } from './workspace-survey.js';
-
-/** How long a spare ticket (spare-tickets.ts) waits for a local start before it is acknowledged. */
-const SPARE_IDLE_MS = 1000;
-/**
- * A queued run that waited this long (as this member saw it) may be waiting for the cap: local
- * starts yield to it, and spares are let go, one each time this passes. A run queued for less is
- * usually being claimed with its own ticket already (a busy front's own queued starts are).
- */
-const RELEASE_AFTER_MS = 50;
-
-/** What a child taken over is told: another member ran its earlier steps, which are above. */
-export const TAKEOVER_PROMPT =
-  'The service running you was restarted on another machine while you worked; your earlier steps are above. Continue the task from where you stopped.';
 
 export type ControlMessage =
   | { op: 'cancel' }
@@ -170,8 +156,10 @@ interface Begun {
 export class ClusterWorker {
   private readonly stop = new AbortController();
   private readonly executing = new Map<string, Execution>();
-  /** Tickets of runs that ended here, kept for this member's next local start (spare-tickets.ts). */
-  private readonly spares = new SpareTickets(SPARE_IDLE_MS, (lease) => this.recycle(lease, true));
+  /** Brings back, from the cluster's copy of its session, a child taken over or continued here but not held here. */
+  private readonly childRestore: ChildRestore;
+  /** This member's own client's starts that execute here at once, on the spare tickets of runs that ended here. */
+  readonly localStarts: LocalStarts;
   /** Execution slots promised and not yet executing: a local start creating its record, a loop claiming. */
   private reserved = 0;
   /** Slot loops waiting for a slot to free (this member is full of local starts). */
@@ -190,7 +178,17 @@ export class ClusterWorker {
     private readonly sessions: SessionEvents,
     private readonly providers: ReadonlyMap<string, DaemonProvider>,
     private readonly options: ClusterWorkerOptions,
-  ) {}
+  ) {
+    this.childRestore = new ChildRestore(sessions, options.sessionsDir);
+    this.localStarts = new LocalStarts(scheduler, {
+      stopping: this.stop.signal,
+      online: () => link.online,
+      canRun: this.canRun,
+      reserve: () => this.slot.take(),
+      perform: (claim, cancel) => this.performReserved(claim, cancel),
+      log: options.log,
+    });
+  }
 
   start(): void {
     // A client that re-attached through another member moved the run's owner: follow it.
@@ -201,9 +199,7 @@ export class ClusterWorker {
         // The owner's side wrote (the token's hash, a moved owner): rebase on it now, not after a refused write and a read.
         if (revision > execution.revision) adopt(execution, record, revision);
       }
-      // A run waits in the queue (local starts stop while it does): if it still waits a moment
-      // later, spares held here are let go, so that the cap has room for its own ticket.
-      if (record.state === 'queued' && record.parked === undefined) this.releaseSoon();
+      this.localStarts.seen(record);
       // Check a queued run's workspace as soon as it is seen, not when a ticket is held.
       if (record.state === 'queued' && this.options.slots > 0 && this.options.gate.known(record.workspace) === undefined) void this.options.gate.serves(record.workspace);
     });
@@ -211,7 +207,7 @@ export class ClusterWorker {
     this.stopBeating = this.link.onChange((online) => {
       if (!online) return;
       for (const execution of this.executing.values()) if (!execution.lost) execution.lease.beat();
-      this.spares.beat();
+      this.localStarts.beat();
     });
     // Only a member that executes runs says it serves a workspace.
     if (this.options.slots > 0) this.stopAnswering = answerSurveys(this.link, this.names, this.options.gate, this.scheduler.worker);
@@ -353,9 +349,7 @@ export class ClusterWorker {
     this.unfollowOwners?.();
     for (const execution of this.executing.values()) this.letGo(execution, 'the member is stopping');
     this.freed();
-    // Spares leave the queue: each queued run has a ticket of its own.
-    clearTimeout(this.releaseTimer);
-    const spares = this.spares.drain().map((lease) => lease.ack());
+    const spares = this.localStarts.close();
     await Promise.allSettled([...this.executing.values()].map((e) => e.run?.dispose()).concat(spares));
   }
 
@@ -397,79 +391,6 @@ export class ClusterWorker {
     for (const wake of this.roomWaiters.splice(0)) wake();
   }
 
-  /**
-   * A fresh start of this member's own client that may execute here at once, on a spare ticket
-   * (spare-tickets.ts), instead of waiting for the queue's trip: when this member has a free slot,
-   * the provider, a yes for the workspace and a spare, and no run has waited in the queue for
-   * RELEASE_AFTER_MS (the fair pick would put it first, if the cap is what it waits for). Returns the run's record, `running` here under the spare, and
-   * `execute`, which creates it (one write: no ticket, no claim) and starts the child beside the
-   * slot loops; undefined when the start must go through the queue.
-   */
-  startHere(record: ClusterRun, cancel: AbortSignal): { record: ClusterRun; execute(): Promise<void> } | undefined {
-    if (this.stop.signal.aborted || !this.link.online || record.resumes !== undefined || record.pin !== undefined) return undefined;
-    if (this.spares.size === 0 || !this.canRun(record) || !this.hasRoom() || this.scheduler.hasQueued(RELEASE_AFTER_MS)) return undefined;
-    const lease = this.spares.take()!;
-    this.reserved += 1;
-    const running: ClusterRun = { ...record, state: 'running', worker: this.scheduler.worker, lease: lease.seq, attempt: 1, claimedAt: isoTime(), local: true };
-    return { record: running, execute: () => this.executeHere(running, lease, cancel) };
-  }
-
-  /**
-   * Starts the local start's child at once, with no record yet (revision 0): the front creates
-   * the record when it answers the start, with the child's id and the token's hash
-   * (cluster-ledger.ts), and this execution takes that revision from the view. Until then the run
-   * is this member's alone: a start that fails or is abandoned first writes nothing (the front
-   * hears the failure directly), and the ticket goes on.
-   */
-  private executeHere(record: ClusterRun, lease: Lease, cancel: AbortSignal): Promise<void> {
-    this.reserved -= 1; // the execution registers at once, and counts as held
-    void this.perform({ run: record, revision: 0, lease, takeover: false }, cancel).catch((error: unknown) =>
-      this.options.log.warn({ err: error, runId: record.runId }, 'cluster: a local start failed'),
-    );
-    return Promise.resolve();
-  }
-
-  /**
-   * The ticket of a run that ended here: kept as a spare; acknowledged once it goes unused
-   * (`release`: its idle time is over, or a run waits in the queue). Never given back to the
-   * queue: every queued run has a ticket of its own there, so the queue holds no ticket in excess,
-   * and acknowledging a spare frees a unit of the cap for one of those.
-   *
-   * While a run has waited RELEASE_AFTER_MS, the ticket is acknowledged at once rather than kept:
-   * it is what such a run waits for. Kept, with every start queued then (local starts wait too),
-   * each queued start's ticket became a spare for its idle second, spares filled the cap, and the
-   * pool ran at the pace spares were let go (three members: 140 runs/s, a fifth of its usual rate,
-   * until the load stopped).
-   */
-  private recycle(lease: Lease, release = false): void {
-    if (release || this.stop.signal.aborted || this.scheduler.hasQueued(RELEASE_AFTER_MS)) {
-      void lease.ack().catch(() => lease.stop()); // unconfirmed: it lapses, and its next holder finds nothing running under it
-      return;
-    }
-    this.spares.keep(lease);
-    if (this.scheduler.hasQueued()) this.releaseSoon();
-  }
-
-  private releaseTimer: NodeJS.Timeout | undefined;
-
-  /**
-   * While a run has waited in the queue for RELEASE_AFTER_MS, one spare is let go each time that
-   * passes: it may wait for the cap, which this member's spares hold. (A run claimed sooner, as
-   * queued starts usually are while the cap has room, costs no spare.)
-   */
-  private releaseSoon(): void {
-    if (this.releaseTimer !== undefined || this.spares.size === 0) return;
-    this.releaseTimer = setTimeout(() => {
-      this.releaseTimer = undefined;
-      if (this.scheduler.hasQueued(RELEASE_AFTER_MS)) {
-        const spare = this.spares.take();
-        if (spare) this.recycle(spare, true);
-      }
-      if (this.scheduler.hasQueued()) this.releaseSoon();
-    }, RELEASE_AFTER_MS);
-    this.releaseTimer.unref();
-  }
-
   private async loop(): Promise<void> {
     while (!this.stop.signal.aborted) {
       if (!this.link.online) {
@@ -486,9 +407,14 @@ export class ClusterWorker {
         return undefined;
       });
       if (!claim) continue;
-      this.reserved -= 1; // the execution registers at once, and counts as held
-      await this.perform(claim);
+      await this.performReserved(claim);
     }
+  }
+
+  /** Executes a claim on the slot reserved for it (a slot loop's, or a local start's). */
+  private performReserved(claim: Held, cancel?: AbortSignal): Promise<void> {
+    this.reserved -= 1; // the execution registers at once, and counts as held
+    return this.perform(claim, cancel);
   }
 
   /** Executes a held claim, heard by the execution observer. */
@@ -565,7 +491,8 @@ export class ClusterWorker {
       let begun: Begun;
       if (claim.takeover && record.childId !== undefined) {
         this.endLeftLent(runId, claim.previous?.id ?? 'its member');
-        begun = await this.takeOver(claim, record.childId, provider, execution.conduit, signal);
+        const restored = await this.childRestore.takeOver(claim, record.childId, provider, execution.conduit, signal);
+        begun = { ...restored, conduit: execution.conduit, from: 'mirror' };
         log.info({ child: record.childId }, 'cluster: took over a run from a silent member');
       } else if (record.resumes) {
         begun = await this.continueChild(record, provider, execution.conduit, signal);
@@ -643,12 +570,12 @@ export class ClusterWorker {
     return { stopReason: result.stopReason };
   }
 
-  /** The run's ticket goes on (spare-tickets.ts): this execution keeps only its sequence. */
+  /** The run's ticket goes on (local-starts.ts): this execution keeps only its sequence. */
   private passOn(execution: Execution): void {
     const { lease } = execution;
     if (!(lease instanceof Lease)) return;
     execution.lease = new NamedTicket(lease.seq, lease.heartbeatMs);
-    this.recycle(lease);
+    this.localStarts.recycle(lease);
   }
 
   /**
@@ -682,10 +609,10 @@ export class ClusterWorker {
 
   /**
    * A continuation: the child itself when its previous run executed here and is still held
-   * (its line now speaks for this run), else the child restored from the mirror.
+   * (its line now speaks for this run), else the child restored from the mirror (child-restore.ts).
    */
   private async continueChild(record: ClusterRun, provider: DaemonProvider, fresh: Conduit, signal: AbortSignal): Promise<Begun> {
-    const { runId: previousRunId, childId } = record.resumes!;
+    const previousRunId = record.resumes!.runId;
     await assertClaimed(this.scheduler.records, record);
     const previous = this.executing.get(previousRunId);
     if (previous?.run?.resume && !previous.lost) {
@@ -703,63 +630,9 @@ export class ClusterWorker {
         throw error;
       }
     }
-    if (record.pin !== undefined) {
-      throw new SubagentError('RUN_STATE', `child ${childId} of run ${previousRunId} is no longer held on this member (disposed or lost); it cannot be continued`);
-    }
-    if (!provider.restore) {
-      throw new SubagentError('UNSUPPORTED_OPERATION', `provider "${record.provider}" cannot bring back child ${childId} on another member`);
-    }
     const previousResult = this.scheduler.records.seen(previousRunId)?.record.result;
-    return this.restoreFromMirror(record, childId, provider, fresh, signal, record.request.prompt, previousResult, 'the cluster never stored any of its session');
-  }
-
-  /** Rebuilds the child's session from the mirror, restores it, and resumes it. */
-  private async takeOver(claim: Held, childId: string, provider: DaemonProvider, conduit: Conduit, signal: AbortSignal): Promise<Begun> {
-    const record = claim.run;
-    const gone = claim.previous ? `member ${claim.previous.id} (pid ${claim.previous.pid} on ${claim.previous.host})` : 'its member';
-    if (!provider.restore) {
-      throw new SubagentError(
-        'UNSUPPORTED_OPERATION',
-        `run ${record.runId} cannot migrate: provider "${record.provider}" keeps its child in a process that died with ${gone}, and has no session to resume from`,
-      );
-    }
-    // Its worktree is on the silent member's disk: continuing here would work in another tree.
-    if (record.request.isolation?.isolation === 'worktree') {
-      throw new SubagentError(
-        'UNSUPPORTED_OPERATION',
-        `run ${record.runId} cannot migrate: it works in a git worktree on the disk of ${gone}; its committed turns are on its branch in that member's repository`,
-      );
-    }
-    const prompt = [{ type: 'text' as const, text: TAKEOVER_PROMPT }];
-    return this.restoreFromMirror(record, childId, provider, conduit, signal, prompt, undefined, `${gone} stopped before any of its session reached the cluster`);
-  }
-
-  private async restoreFromMirror(
-    record: ClusterRun,
-    childId: string,
-    provider: DaemonProvider,
-    conduit: Conduit,
-    signal: AbortSignal,
-    prompt: ContentBlock[],
-    previousResult: SubagentResult | undefined,
-    whyEmpty: string,
-  ): Promise<Begun> {
-    const lines = await this.sessions.readAll(sessionKeyOf(record));
-    if (lines.length === 0) throw new SubagentError('RUN_STATE', `run ${record.runId}: ${whyEmpty}`);
-    await mkdir(this.options.sessionsDir, { recursive: true, mode: 0o700 });
-    await writeFile(sessionFilePath(this.options.sessionsDir, childId), lines.map((line) => `${JSON.stringify(line)}\n`).join(''), { mode: 0o600 });
-    const request = record.request;
-    const restored = await provider.restore!(childId, {
-      host: conduit.host,
-      result: previousResult ?? { output: [], stopReason: 'aborted' },
-      ...(conduit.report && { report: conduit.report }),
-      ...(request.persona !== undefined && { persona: request.persona }),
-      ...(request.toolFilter && { toolFilter: request.toolFilter }),
-      ...(request.maxDepth !== undefined && { maxDepth: request.maxDepth }),
-    });
-    if (!restored.resume) throw new SubagentError('UNSUPPORTED_OPERATION', `provider "${record.provider}" restored run ${record.runId} but cannot resume it`);
-    const run = await restored.resume(prompt, { signal });
-    return { run, stored: lines.length, conduit, from: 'mirror' };
+    const restored = await this.childRestore.continuation(record, provider, fresh, signal, previousResult);
+    return { ...restored, conduit: fresh, from: 'mirror' };
   }
 
   private async control(execution: Execution, message: ControlMessage): Promise<void> {
@@ -886,7 +759,7 @@ function controlMessageOf(value: unknown): ControlMessage {
   return value as ControlMessage;
 }
 
-/** A local start not recorded yet (cluster-worker.ts `startHere`): the front creates its record when it answers. */
+/** A local start not recorded yet (local-starts.ts): the front creates its record when it answers. */
 const unrecorded = (execution: Execution): boolean => execution.revision === 0;
 
 /** The record still names this execution: same worker, attempt and lease, and not ended by another. */

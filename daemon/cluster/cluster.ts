@@ -127,7 +127,7 @@ export class Cluster {
       front.lentTicket = (parentRunId) => executor.lentTicket(parentRunId);
       front.executeLent = (record, cancel) => executor.executeLent(record, cancel);
       front.executionSlots = () => executor.slotsHeld();
-      front.startHere = (record, cancel) => executor.startHere(record, cancel);
+      front.startHere = (record, cancel) => executor.localStarts.startHere(record, cancel);
       const windowMs = options.idempotencyWindowMs ?? DEFAULT_IDEMPOTENCY_WINDOW_MS;
       const startKeys = await PoolStartKeys.open(link, names, windowMs, records, relay, front.adoptions);
       const stopSweeping = sweepParked(records, windowMs, options.log.child({ cluster: worker.id }));

@@ -1,21 +1,15 @@
 /**
  * Slot tickets a member keeps after their run ended here, so that its front's next start can
  * execute at once, here, without the ticket's trip through the queue (the *local start*,
- * cluster-worker.ts `startHere`): its record is created `running` (settled, for a child done by
+ * local-starts.ts `startHere`): its record is created `running` (settled, for a child done by
  * then: answer-writes.ts), this member as `worker`, the spare's stream sequence as `lease`. A
  * spare is still an unacknowledged ticket: it counts against the cluster-wide cap (the `slots`
  * consumer's `max_ack_pending`) and is heartbeated like every lease, so a run holding one is
  * taken over after its member's death exactly like a claimed one (scheduler.ts finds it by that
  * sequence).
  *
- * Why it stays fair and does not hoard the cap (the rules live in cluster-worker.ts; this class
- * only holds the tickets):
- * - A spare is used for a local start only while no run has waited in the queue for 50 ms (as
- *   this member's view shows it); otherwise the start goes through the queue and the fair pick.
- * - While a run waits in the queue that long a member lets go of its spares, one every 50 ms,
- *   and of any spare after `idleMs` unused: the cap then has room for the queued runs' own tickets.
- * - Spares never go back to the queue: every queued run brought its own ticket, so the queue
- *   never holds a ticket in excess, and a spare is never the ticket a queued run waits for.
+ * This class only holds the tickets: when a spare is used, kept or let go, so that spares stay
+ * fair and never hoard the cap, are local-starts.ts's rules.
  */
 import type { Lease } from './slot-queue.js';
 
