@@ -29,7 +29,8 @@
  *   directly (`controlHere`), not through NATS.
  * - A local start (local-starts.ts: this member's own client's start, a spare ticket, a free
  *   slot, no run waiting in the queue) executes at once beside the slot loops; its front creates
- *   its record when it answers, and a start that fails first writes nothing. A run's ticket goes
+ *   its record when it answers, carrying the outcome when the child settled before that write
+ *   left (answer-writes.ts), and a start that fails first writes nothing. A run's ticket goes
  *   on to local-starts.ts when it settles (`passOn`): kept as a spare, acknowledged once unused.
  * - A worktree start gets its worktree here, from this member's checkout (`isolateWith`: the real
  *   providers wrapped by daemon/worktrees/); its chain is pinned here, and a takeover refuses it
@@ -74,6 +75,11 @@ export type ControlMessage =
   | { op: 'send'; content: ContentBlock[] }
   /** Whether this member still holds the run's child, to be continued here (a pinned resume asks first). */
   | { op: 'hold' };
+
+/** An execution's logger, made when first read (`it`). */
+interface RunLog {
+  readonly it: Logger;
+}
 
 /** A run this member executes, as its trace sees it (daemon/telemetry/tracing.ts). */
 export interface ExecutedRun {
@@ -464,7 +470,14 @@ export class ClusterWorker {
   private async execute(claim: Held, cancel?: AbortSignal): Promise<ExecutionOutcome> {
     const { lease } = claim;
     const runId = claim.run.runId;
-    const log = this.options.log.child({ runId, provider: claim.run.provider, attempt: claim.run.attempt });
+    // Made on first use (as run-hosting.ts's): most executions log nothing here, and a child logger per run showed in profiles.
+    let made: Logger | undefined;
+    const parent = this.options.log;
+    const log = {
+      get it(): Logger {
+        return (made ??= parent.child({ runId, provider: claim.run.provider, attempt: claim.run.attempt }));
+      },
+    };
     const execution: Execution = {
       runId,
       abort: new AbortController(),
@@ -493,10 +506,10 @@ export class ClusterWorker {
         this.endLeftLent(runId, claim.previous?.id ?? 'its member');
         const restored = await this.childRestore.takeOver(claim, record.childId, provider, execution.conduit, signal);
         begun = { ...restored, conduit: execution.conduit, from: 'mirror' };
-        log.info({ child: record.childId }, 'cluster: took over a run from a silent member');
+        log.it.info({ child: record.childId }, 'cluster: took over a run from a silent member');
       } else if (record.resumes) {
         begun = await this.continueChild(record, provider, execution.conduit, signal);
-        log.info({ child: record.resumes.childId, previousRun: record.resumes.runId, from: begun.from }, 'cluster: continuing a child');
+        log.it.info({ child: record.resumes.childId, previousRun: record.resumes.runId, from: begun.from }, 'cluster: continuing a child');
       } else {
         const { conduit } = execution;
         // A start nobody can see any more (its front died before answering) is not run: its
@@ -505,7 +518,7 @@ export class ClusterWorker {
         if (!(await this.relay.awaited(conduit.target))) {
           const parked = await this.scheduler.records.transition(runId, parkedRecord(record), execution.revision).then(() => true, () => false);
           if (!parked) throw new SubagentError('ABORTED', `the start's front member ${record.ownerMember} is gone: nobody waits for this start, so it was not run`);
-          log.info({ front: record.ownerMember }, 'cluster: parked a start whose front is gone, until a retry under its key adopts it');
+          log.it.info({ front: record.ownerMember }, 'cluster: parked a start whose front is gone, until a retry under its key adopts it');
           await lease.ack().catch(() => lease.stop());
           this.forget(execution);
           return { stopReason: 'parked' };
@@ -548,7 +561,7 @@ export class ClusterWorker {
           settledAt: isoTime(),
           result: { output: [], stopReason: 'error', diagnostic: message },
           ...(!claim.takeover && { startError: { code, message } }),
-        }).catch((e: unknown) => log.warn({ err: e }, 'cluster: recording a failed start failed'));
+        }).catch((e: unknown) => log.it.warn({ err: e }, 'cluster: recording a failed start failed'));
         await lease.ack().catch(() => lease.stop());
       }
       this.forget(execution);
@@ -582,23 +595,28 @@ export class ClusterWorker {
    * Retries `store` while the run is ours: a write refused for being stale ends it (the run was
    * taken over), any other failure (NATS away) is tried again once the link is back.
    */
-  private async untilStored(execution: Execution, log: Logger, what: string, store: () => Promise<unknown>): Promise<void> {
+  private async untilStored(execution: Execution, log: RunLog, what: string, store: () => Promise<unknown>): Promise<void> {
     for (let attempt = 1; !execution.lost; attempt++) {
       try {
         await store();
         return;
       } catch (error) {
         if (error instanceof SubagentError && error.code === 'REVISION_CONFLICT') return;
-        if (attempt === 1) log.warn({ err: error }, `cluster: ${what} failed; retrying while the run is ours`);
+        if (attempt === 1) log.it.warn({ err: error }, `cluster: ${what} failed; retrying while the run is ours`);
         await new Promise((resolve) => setTimeout(resolve, 250));
       }
     }
   }
 
   /** A fresh line to the run's owner member (its events cue the session mirror). */
-  private conduit(record: ClusterRun, log: Logger): Conduit {
+  private conduit(record: ClusterRun, log: RunLog): Conduit {
     const target: RelayTarget = { runId: record.runId, ownerMember: record.ownerMember };
-    const base = { log, ...(this.options.maxOutputBytes !== undefined && { maxOutputBytes: this.options.maxOutputBytes }) };
+    const base = {
+      get log(): Logger {
+        return log.it;
+      },
+      ...(this.options.maxOutputBytes !== undefined && { maxOutputBytes: this.options.maxOutputBytes }),
+    };
     const conduit: Conduit = {
       target,
       host: this.relay.remoteHost(target, base, () => conduit.mirror?.schedule()),

@@ -4,9 +4,10 @@
  * those spares live here too: when one is used, kept or let go. The worker hands over the ticket
  * of each run that ends here (`recycle`) and executes what starts here (`LocalStartHost`).
  *
- * - The front creates the run's record, `running`, when it answers the start (cluster-ledger.ts).
- *   Until then the run is this member's alone: a start that fails or is abandoned first writes
- *   nothing (its front hears the failure directly), and the ticket goes on.
+ * - The front creates the run's record, `running` (or already settled: answer-writes.ts), when it
+ *   answers the start (cluster-ledger.ts). Until then the run is this member's alone: a start
+ *   that fails or is abandoned first writes nothing (its front hears the failure directly), and
+ *   the ticket goes on.
  *
  * Why it stays fair and does not hoard the cap:
  * - A spare is used for a local start only while no run has waited in the queue for 50 ms (as
@@ -74,13 +75,7 @@ export class LocalStarts {
     return { record: running, execute: () => this.executeHere(running, lease, cancel) };
   }
 
-  /**
-   * Starts the local start's child at once, with no record yet (revision 0): the front creates
-   * the record when it answers the start, with the child's id and the token's hash
-   * (cluster-ledger.ts), and the execution takes that revision from the view. Until then the run
-   * is this member's alone: a start that fails or is abandoned first writes nothing (the front
-   * hears the failure directly), and the ticket goes on.
-   */
+  /** Starts the local start's child at once, with no record yet (revision 0): the execution takes the front's create's revision from the view. */
   private executeHere(record: ClusterRun, lease: Lease, cancel: AbortSignal): Promise<void> {
     void this.host.perform({ run: record, revision: 0, lease, takeover: false }, cancel).catch((error: unknown) =>
       this.host.log.warn({ err: error, runId: record.runId }, 'cluster: a local start failed'),

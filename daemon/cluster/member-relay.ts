@@ -116,7 +116,10 @@ export class MemberRelay {
       get runId() {
         return target.runId;
       },
-      log: base.log,
+      // Read when used: the executing member makes each run's logger on first use.
+      get log() {
+        return base.log;
+      },
       ...(base.maxOutputBytes !== undefined && { maxOutputBytes: base.maxOutputBytes }),
       emit: (event) => {
         // The owner's client is on this member (the usual case of a pool of one, or a run that
