@@ -121,8 +121,9 @@ describe('local starts: a front with a spare ticket executes its own start at on
     const next = await echo('echo after');
     expect(await next.result).toMatchObject({ stopReason: 'completed' });
     await next.dispose();
-    const after = (await store.get(next.id))!.record;
-    expect(after).toMatchObject({ local: true, lease, state: 'disposed' });
+    // Its dispose is told to the members' views, not stored: the record keeps the outcome.
+    expect((await store.get(next.id))!.record).toMatchObject({ local: true, lease, state: 'settled' });
+    await waitUntil(() => store.seen(next.id)?.record.state === 'disposed', 10_000, 'the dispose told to the views');
     // The failed and cancelled starts left no record: every record is one of the two runs.
     expect([...store.all()].map(({ record }) => record.runId).sort()).toEqual([warm.id, next.id].sort());
   }, 60_000);
@@ -155,7 +156,7 @@ describe('local starts: a front with a spare ticket executes its own start at on
     expect(mine.slice(1, 3).every((r) => r.local === true && r.worker?.pid === a.proc.pid)).toBe(true);
     expect(peakOf(mine)).toBeLessThanOrEqual(cap);
     expect(peakOf(mine)).toBe(cap);
-    expect(mine.every((r) => r.state === 'disposed' && r.attempt === 1)).toBe(true);
+    expect(mine.every((r) => r.state === 'settled' && r.attempt === 1)).toBe(true); // read from the bucket: disposes are told, not stored
   }, 90_000);
 
   it('a member busy with local starts of one client does not starve another member\'s client: its queued runs are claimed in their fair turn', async () => {
@@ -211,28 +212,35 @@ describe('local starts: a front with a spare ticket executes its own start at on
     await run.dispose();
   }, 60_000);
 
-  it('a local start that settles before its record has left is created settled (one write); a longer one is created running', async () => {
+  it('a local start that settles before its record has left is created settled (one write), and its dispose is told, not stored; a longer one is created running', async () => {
     const only = await member({ cap: 2, delayMs: 30 });
     const service = await clients.connect(only.socket);
     await oneRun(service, 'one-write', 'echo'); // through the queue: its ticket stays here as a spare
+    const store = await records();
     const kv = await new Kvm((await link()).js).open(clusterNames().recordsBucket);
-    /** The run's record, each revision, once the last is disposed. */
+    /** Every stored revision of the run's record, once every member's view was told it is disposed. */
     const historyOf = async (runId: string): Promise<ClusterRun[]> => {
-      const deadline = Date.now() + 10_000;
-      for (;;) {
-        const states: ClusterRun[] = [];
-        for await (const entry of await kv.history({ key: `run.${runId}` })) if (entry.operation === 'PUT') states.push(entry.json<ClusterRun>());
-        if (states.at(-1)?.state === 'disposed') return states;
-        if (Date.now() > deadline) throw new Error(`run ${runId} was not disposed in its record: ${states.map((r) => r.state).join(', ')}`);
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
+      await waitUntil(() => store.seen(runId)?.record.state === 'disposed', 10_000, 'the dispose told to the views');
+      const states: ClusterRun[] = [];
+      for await (const entry of await kv.history({ key: `run.${runId}` })) if (entry.operation === 'PUT') states.push(entry.json<ClusterRun>());
+      return states;
     };
     const short = await oneRun(service, 'one-write', 'echo');
     const states = await historyOf(short.runId);
-    expect(states.map((r) => r.state)).toEqual(['settled', 'disposed']);
+    expect(states.map((r) => r.state)).toEqual(['settled']);
     expect(states[0]).toMatchObject({ local: true, attempt: 1, result: short.result });
     expect(states[0]!.tokenHash).toBeDefined();
     expect(states[0]!.childId).toBeDefined();
+    // Another member lists it disposed all the same: its view was told too.
+    const b = await member({ cap: 2, delayMs: 30, slots: 0 });
+    const onB = await clients.connect(b.socket);
+    const stateOnB = async (): Promise<string | undefined> => (await onB.ops.runsPage({ limit: 20 })).runs.find((r) => r.runId === short.runId)?.state;
+    expect(await stateOnB()).toBe('settled'); // B joined after the dispose: it has only the stored record
+    const again = await oneRun(service, 'one-write', 'echo');
+    const deadline = Date.now() + 10_000;
+    let seenOnB: string | undefined;
+    while ((seenOnB = (await onB.ops.runsPage({ limit: 20 })).runs.find((r) => r.runId === again.runId)?.state) !== 'disposed' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    expect(seenOnB).toBe('disposed');
     // A child still working when its start is answered: created running, settled by its member.
     const cancel = new AbortController();
     const long = await service.start('echo', { prompt: [{ type: 'text', text: 'hang' }], parent: parentOf('one-write'), signal: cancel.signal });
@@ -240,7 +248,7 @@ describe('local starts: a front with a spare ticket executes its own start at on
     expect(await long.result).toMatchObject({ stopReason: 'aborted' });
     await long.dispose();
     const longStates = await historyOf(long.id);
-    expect(longStates.map((r) => r.state)).toEqual(['running', 'settled', 'disposed']);
+    expect(longStates.map((r) => r.state)).toEqual(['running', 'settled']);
     expect(longStates[0]).toMatchObject({ local: true });
   }, 60_000);
 

@@ -1,7 +1,10 @@
 /**
  * The record of one run of the cluster, as stored in the KV bucket (run-records.ts). Its state
- * moves queued → running → settled → disposed, each step a compare-and-set; a takeover after a
- * member's death is running → running with a new worker, a new attempt and the same lease.
+ * moves queued → running → settled, each step a compare-and-set; a takeover after a member's
+ * death is running → running with a new worker, a new attempt and the same lease. `disposed` is
+ * told to the members' views, not stored (the executing member released the child; the stored
+ * record stays settled), except when the executing member did not answer the dispose: then the
+ * front stores it (cluster-provider.ts).
  * Besides the executing member, the owner's side writes two things by compare-and-set: the
  * token's hash once the run is published, and `ownerMember` when its client re-attaches
  * elsewhere. Neither changes who executes the run (cluster-worker.ts rebases onto them).

@@ -36,7 +36,9 @@
  *   providers wrapped by daemon/worktrees/); its chain is pinned here, and a takeover refuses it
  *   (the tree is on the silent member's disk).
  * - Steering (`send` on the control subject) reaches the child's `sendMessage`; `hold` says
- *   whether the child is still here to be continued; the answer carries the typed error.
+ *   whether the child is still here to be continued; the answer carries the typed error. A
+ *   dispose releases the child and, once its outcome is recorded, tells the pool's views it is
+ *   disposed (run-records.ts `tell`): the stored record stays settled.
  * - Every record write is a compare-and-set from the revision this member last wrote. A lapsed
  *   lease (no heartbeat confirmed for ack_wait: partitioned) stops the child at once and writes
  *   nothing more: the run now belongs to whoever the server hands the ticket to next, and the
@@ -145,6 +147,8 @@ interface Execution {
   /** Told to stop after its step (itself or the parent that lent it its slot): so is every run it starts. */
   stopsAfterStep?: boolean;
   conduit: Conduit;
+  /** Resolves once the execution is over here: its outcome recorded (or never to be), its ticket gone on. */
+  readonly ended: Promise<void>;
 }
 
 /** A claim as executed: under a ticket of its own, or one its waiting parent lent it (lent-slots.ts). */
@@ -478,6 +482,7 @@ export class ClusterWorker {
         return (made ??= parent.child({ runId, provider: claim.run.provider, attempt: claim.run.attempt }));
       },
     };
+    let ended!: () => void;
     const execution: Execution = {
       runId,
       abort: new AbortController(),
@@ -486,8 +491,19 @@ export class ClusterWorker {
       revision: claim.revision,
       record: claim.run,
       conduit: this.conduit(claim.run, log),
+      ended: new Promise<void>((resolve) => (ended = resolve)),
     };
     this.executing.set(runId, execution);
+    try {
+      return await this.carryOut(execution, claim, log, cancel);
+    } finally {
+      ended();
+    }
+  }
+
+  private async carryOut(execution: Execution, claim: Held, log: RunLog, cancel: AbortSignal | undefined): Promise<ExecutionOutcome> {
+    const { lease } = claim;
+    const { runId } = execution;
     // A lent slot's run stops with its start's cancel at once, even before its front can reach it.
     if (cancel) {
       if (cancel.aborted) execution.abort.abort(new SubagentError('ABORTED', 'cancelled by its owner'));
@@ -669,8 +685,9 @@ export class ClusterWorker {
       await execution.run?.dispose().catch(() => undefined);
       this.keeping.delete(execution.runId);
       if (!execution.lost && message.keep !== true) {
-        await execution.run?.result.catch(() => undefined);
-        await this.recordLatest(execution, { state: 'disposed' }).catch(() => undefined);
+        // Told, not stored (run-records.ts): after the outcome, which the record keeps.
+        await execution.ended;
+        if (!execution.lost && execution.record.worker?.id === this.scheduler.worker.id) this.scheduler.records.tell(execution.runId, { state: 'disposed' });
       }
       this.forget(execution);
     }
@@ -740,15 +757,6 @@ export class ClusterWorker {
         follow(execution, current.record);
       }
     }
-  }
-
-  /**
-   * For dispose, which may follow a settle this member wrote: from the revision held here (the
-   * view keeps it current), re-read only when that write is refused, and only if we still run it.
-   */
-  private async recordLatest(execution: Execution, patch: Partial<ClusterRun>): Promise<void> {
-    if (execution.record.worker?.id !== this.scheduler.worker.id) return;
-    await this.record(execution, patch);
   }
 
   /** The run is not ours any more: stop the child, write nothing, keep the ticket unacknowledged. */

@@ -11,8 +11,15 @@
  *   be read back; the view holds only the newest.
  * - The view is eventually consistent: a member may see a record a moment late, never out of
  *   order for one key. Decisions that must not race go through `transition`.
+ * - What the pool should see but need not keep is *told*, not stored (`tell`): a patch every
+ *   view applies to the record it holds, at that record's revision, published on core NATS
+ *   (`_TOLD.<bucket>`, which no stream captures), the patches of one turn in one message. A
+ *   view that does not hold the record yet (a member that joined later, a watch running behind)
+ *   never applies it, and the record's next stored write replaces it. Measured through a pool of
+ *   one: telling a dispose instead of writing it raised the runs/s by a quarter or more.
  */
 import { Kvm, type KV } from '@nats-io/kv';
+import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { SubagentError } from '../../protocol/index.js';
 import { KvWrites } from './kv-writes.js';
 import { withoutStacks, type NatsLink } from './nats-link.js';
@@ -25,6 +32,13 @@ export interface Revisioned<T> {
 export type RecordListener<T> = (record: T, revision: number) => void;
 
 const KEY_PREFIX = 'run.';
+/** Patches told in one message at the most (a message stays far below NATS's 1 MB payload limit). */
+const TOLD_PER_MESSAGE = 1000;
+
+interface Told<T> {
+  readonly runId: string;
+  readonly patch: Partial<T>;
+}
 /** JetStream's "wrong last sequence": the key changed (or exists, for create). */
 const WRONG_LAST_SEQUENCE = 10071;
 
@@ -32,12 +46,24 @@ export class RunRecords<T extends { readonly runId: string }> {
   private readonly view = new Map<string, Revisioned<T>>();
   private readonly listeners = new Set<RecordListener<T>>();
   private stopWatch: (() => void) | undefined;
+  /** Patches told in this turn, published together at its end. */
+  private told: Told<T>[] = [];
+  private readonly hearing: Subscription;
 
   private constructor(
     private readonly kv: KV,
     /** The writes, straight to the bucket's subjects (kv-writes.ts); reads and the watch go through the KV client. */
     private readonly writes: KvWrites,
-  ) {}
+    private readonly nc: NatsConnection,
+    /** Where told patches go (see the header). */
+    private readonly toldSubject: string,
+  ) {
+    this.hearing = nc.subscribe(toldSubject, {
+      callback: (error, msg) => {
+        if (error === null) this.heard(msg.data);
+      },
+    });
+  }
 
   static async open<T extends { readonly runId: string }>(link: NatsLink, bucket: string, history = 5): Promise<RunRecords<T>> {
     const kvm = new Kvm(link.js);
@@ -46,7 +72,7 @@ export class RunRecords<T extends { readonly runId: string }> {
     const kv = await kvm
       .create(bucket, { history, storage: 'file' } as never)
       .catch(async (error: unknown) => (await link.jsm.streams.info(`KV_${bucket}`).catch(() => Promise.reject(error)), kvm.open(bucket)));
-    const records = new RunRecords<T>(kv, new KvWrites(link.nc, bucket));
+    const records = new RunRecords<T>(kv, new KvWrites(link.nc, bucket), link.nc, `_TOLD.${bucket}`);
     await records.watch();
     return records;
   }
@@ -91,6 +117,13 @@ export class RunRecords<T extends { readonly runId: string }> {
     }
   }
 
+  /** Applies `patch` to the run's record in every member's view, this one at once, and stores it nowhere (see the header). */
+  tell(runId: string, patch: Partial<T>): void {
+    this.amend(runId, patch);
+    if (this.told.length === 0) setImmediate(() => this.publishTold());
+    this.told.push({ runId, patch });
+  }
+
   /** The newest record of a run as this member has seen it (no round trip). */
   seen(runId: string): Revisioned<T> | undefined {
     return this.view.get(runId);
@@ -108,7 +141,44 @@ export class RunRecords<T extends { readonly runId: string }> {
 
   close(): void {
     this.stopWatch?.();
+    this.hearing.unsubscribe();
     this.writes.close();
+  }
+
+  private publishTold(): void {
+    const told = this.told;
+    this.told = [];
+    for (let from = 0; from < told.length; from += TOLD_PER_MESSAGE) {
+      try {
+        this.nc.publish(this.toldSubject, JSON.stringify(told.slice(from, from + TOLD_PER_MESSAGE)));
+      } catch {
+        return; // the connection is closed: the other views keep the record as stored
+      }
+    }
+  }
+
+  /** Told patches from any member (our own come back too, and change nothing the second time); anything else is ignored. */
+  private heard(data: Uint8Array): void {
+    let told: unknown;
+    try {
+      told = JSON.parse(new TextDecoder().decode(data));
+    } catch {
+      return;
+    }
+    if (!Array.isArray(told)) return;
+    for (const entry of told as unknown[]) {
+      const { runId, patch } = (entry ?? {}) as { runId?: unknown; patch?: unknown };
+      if (typeof runId === 'string' && typeof patch === 'object' && patch !== null && !Array.isArray(patch)) this.amend(runId, patch as Partial<T>);
+    }
+  }
+
+  /** The view's record of `runId` with `patch` applied, at the revision it has; nothing when the view lacks it or it says so already. */
+  private amend(runId: string, patch: Partial<T>): void {
+    const known = this.view.get(runId);
+    if (!known || Object.entries(patch).every(([key, value]) => known.record[key as keyof T] === value)) return;
+    const record = { ...known.record, ...patch };
+    this.view.set(runId, { record, revision: known.revision });
+    for (const listener of this.listeners) listener(record, known.revision);
   }
 
   private observe(record: T, revision: number): void {
