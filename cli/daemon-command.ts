@@ -128,6 +128,7 @@ export async function daemonCommand(argv: string[]): Promise<number> {
             ...(settings.config.cluster?.workspaceWaitMs !== undefined && { workspaceWaitMs: settings.config.cluster.workspaceWaitMs }),
             ...(settings.config.limits?.maxOutputBytes !== undefined && { maxOutputBytes: settings.config.limits.maxOutputBytes }),
             ...(settings.config.limits?.idempotencyWindowMs !== undefined && { idempotencyWindowMs: settings.config.limits.idempotencyWindowMs }),
+            ...(settings.config.retention?.runs?.maxAgeDays !== undefined && { runRetentionDays: settings.config.retention.runs.maxAgeDays }),
           },
           providers,
         );

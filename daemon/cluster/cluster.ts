@@ -21,7 +21,9 @@ import { clusterProvider, type FrontContext } from './cluster-provider.js';
 import type { ClusterRun, WorkerRef } from './cluster-run.js';
 import { ClusterWorker, type ExecutionObserver, type IsolateProvider } from './cluster-worker.js';
 import { DEFAULT_IDEMPOTENCY_WINDOW_MS } from '../idempotency/start-keys.js';
+import { DEFAULT_RUN_RETENTION } from '../store/run-retention.js';
 import { sweepParked } from './parked-starts.js';
+import { sweepRecords } from './record-retention.js';
 import { PoolStartKeys } from './pool-start-keys.js';
 import { MemberRelay } from './member-relay.js';
 import { NatsLink } from './nats-link.js';
@@ -55,6 +57,8 @@ export interface ClusterOptions {
   readonly workspaces?: readonly string[];
   /** How long a start waits for a live member serving its workspace before WORKSPACE_UNAVAILABLE (default 10 s). */
   readonly workspaceWaitMs?: number;
+  /** retention.runs.maxAgeDays: how long a settled run's pool record is kept (default 30 days; record-retention.ts). */
+  readonly runRetentionDays?: number;
 }
 
 export class Cluster {
@@ -130,12 +134,14 @@ export class Cluster {
       front.startHere = (record, cancel) => executor.localStarts.startHere(record, cancel);
       const windowMs = options.idempotencyWindowMs ?? DEFAULT_IDEMPOTENCY_WINDOW_MS;
       const startKeys = await PoolStartKeys.open(link, names, windowMs, records, relay, front.adoptions);
-      const stopSweeping = sweepParked(records, windowMs, options.log.child({ cluster: worker.id }));
+      const sweepLog = options.log.child({ cluster: worker.id });
+      const stopSweepingParked = sweepParked(records, windowMs, sweepLog);
+      const stopSweepingOld = sweepRecords(records, (options.runRetentionDays ?? DEFAULT_RUN_RETENTION.maxAgeDays) * 86_400_000, sweepLog);
       executor.startedHere = (runId, childId, startedAt) => front.startsHere.get(runId)?.started(childId, startedAt);
       executor.failedHere = (runId, error) => front.startsHere.get(runId)?.failed(error);
       executor.settledHere = (runId, outcome) => front.answerWrites.offer(runId, outcome);
       link.onChange((online) => options.log[online ? 'info' : 'warn']({ url: options.url }, online ? 'cluster: NATS reconnected' : 'cluster: NATS connection lost; refusing new runs until it is back'));
-      const stop = (): void => (stopFollowing(), stopSweeping());
+      const stop = (): void => (stopFollowing(), stopSweepingParked(), stopSweepingOld());
       return new Cluster(worker, link, names, scheduler, relay, executor, front, stop, options.log.child({ cluster: worker.id }), local, standIns, startKeys);
     } catch (error) {
       await link.close();

@@ -99,6 +99,20 @@ export class RunRecords<T extends { readonly runId: string }> {
     return { record: entry.json<T>(), revision: entry.revision };
   }
 
+  /**
+   * Purges the run's record if it is still at `expectedRevision` (its history goes too), and drops
+   * it from the view; REVISION_CONFLICT otherwise. Every other view drops it when its watch sees
+   * the purge (record-retention.ts).
+   */
+  async remove(runId: string, expectedRevision: number): Promise<void> {
+    try {
+      await withoutStacks(() => this.kv.purge(KEY_PREFIX + runId, { previousSeq: expectedRevision }));
+    } catch (error) {
+      throw conflictOr(error, `run ${runId} changed since revision ${expectedRevision}`);
+    }
+    if (this.view.get(runId)?.revision === expectedRevision) this.view.delete(runId);
+  }
+
   /** Reads the record from the server into the view (a decision must not wait for the watch). */
   async refresh(runId: string): Promise<Revisioned<T> | undefined> {
     const current = await this.get(runId);
@@ -200,8 +214,10 @@ export class RunRecords<T extends { readonly runId: string }> {
       for await (const entry of watcher) {
         // Its own writes come back through the watch too: those (and any older revision) are
         // skipped on the revision alone, before the entry's headers are decoded for its operation.
-        if ((this.view.get(entry.key.slice(KEY_PREFIX.length))?.revision ?? 0) < entry.revision && entry.operation === 'PUT') {
-          this.observe(entry.json<T>(), entry.revision);
+        const runId = entry.key.slice(KEY_PREFIX.length);
+        if ((this.view.get(runId)?.revision ?? 0) < entry.revision) {
+          if (entry.operation === 'PUT') this.observe(entry.json<T>(), entry.revision);
+          else this.view.delete(runId); // purged past retention (record-retention.ts)
         }
         if (entry.delta === 0) ready();
       }
