@@ -32,6 +32,8 @@ export interface Revisioned<T> {
 export type RecordListener<T> = (record: T, revision: number) => void;
 
 const KEY_PREFIX = 'run.';
+/** JetStream's "wrong last sequence": the key changed (or exists, for create). */
+const WRONG_LAST_SEQUENCE = 10071;
 /** Patches told in one message at the most (a message stays far below NATS's 1 MB payload limit). */
 const TOLD_PER_MESSAGE = 1000;
 
@@ -39,8 +41,6 @@ interface Told<T> {
   readonly runId: string;
   readonly patch: Partial<T>;
 }
-/** JetStream's "wrong last sequence": the key changed (or exists, for create). */
-const WRONG_LAST_SEQUENCE = 10071;
 
 export class RunRecords<T extends { readonly runId: string }> {
   private readonly view = new Map<string, Revisioned<T>>();
@@ -84,7 +84,7 @@ export class RunRecords<T extends { readonly runId: string }> {
   async create(record: T, made?: (record: T) => T): Promise<Revisioned<T>> {
     let stored = record;
     try {
-      // Never deleted, a run's key has no revision before its create.
+      // A run id is new: its key has no revision before its create (a purged run's never comes back).
       const revision = await this.writes.write(KEY_PREFIX + record.runId, made ? () => JSON.stringify((stored = made(record))) : JSON.stringify(record), 0);
       this.observe(stored, revision);
       return { record: stored, revision };

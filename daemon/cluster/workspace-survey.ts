@@ -13,7 +13,7 @@
  *   `waitMs` later unless another member serves it.
  * - While a survey goes unanswered, the front marks the record `unserved` (compare-and-set;
  *   cleared at the next yes): the run waits for a member, not for the cap, so no member's local
- *   starts stop for it (cluster-worker.ts, scheduler.ts `hasQueued`).
+ *   starts stop for it (local-starts.ts, scheduler.ts `hasQueued`).
  * - While this member is offline nothing is concluded (its silence proves nothing).
  */
 import type { Subscription } from '@nats-io/transport-node';
@@ -107,8 +107,9 @@ async function refuse(latest: () => ClusterRun, context: SurveyContext, identity
   const seen = context.records.seen(latest().runId);
   if (!seen || seen.record.state !== 'queued') return;
   const message = `no live cluster member serves ${describeWorkspace(identity)} (waited ${context.waitMs} ms): the run was not started anywhere`;
+  const { unserved: _waited, ...queued } = seen.record;
   const ended: ClusterRun = {
-    ...seen.record,
+    ...queued,
     state: 'settled',
     settledAt: isoTime(),
     result: { output: [], stopReason: 'error', diagnostic: message },
