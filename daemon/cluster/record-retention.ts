@@ -26,7 +26,7 @@ export function sweepRecords(records: RunRecords<ClusterRun>, maxAgeMs: number, 
   const sweep = async (): Promise<void> => {
     const cutoff = isoTime(Date.now() - maxAgeMs);
     let removed = 0;
-    for (const { record, revision } of [...records.all()]) {
+    for (const { record, revision } of records.all()) {
       if ((record.state !== 'settled' && record.state !== 'disposed') || (record.settledAt ?? record.queuedAt) >= cutoff) continue;
       // Written meanwhile, or removed by another member: left to the next sweep.
       if (await records.remove(record.runId, revision).then(() => true, () => false)) removed += 1;
