@@ -14,6 +14,7 @@ import { loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { startNatsServer } from '../test/support/nats-server.js';
+import { median } from './stats.js';
 
 interface Round {
   readonly perSecond: number;
@@ -56,7 +57,6 @@ async function round(dist: string, seconds: number): Promise<Round> {
   }
 }
 
-const median = (values: readonly number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
 async function main(): Promise<void> {
   const [a, b] = process.argv.slice(2, 4).map((dist) => resolve(dist));

@@ -20,7 +20,7 @@ import { client, daemonProcess, type DaemonProcess } from './daemons.js';
 import { formatLoad } from './machine.js';
 import { sleep, type Cleanup } from './procs.js';
 import type { Report } from './report.js';
-import { ms, p50p99, rate, summarize } from './stats.js';
+import { median, ms, p50p99, rate, summarize } from './stats.js';
 import { Table } from './table.js';
 
 export interface ClusterBenchOptions {
@@ -151,7 +151,6 @@ async function stopPool({ nats, daemons }: Pool): Promise<void> {
   await nats.stop();
 }
 
-const median = (values: readonly number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
 /** A setup's clients, connected and warmed up; `measure` runs the load once more, measured, and returns that round's runs/s. */
 interface PreparedLoad {

@@ -133,9 +133,9 @@ const sections: SectionRun[] = [
       clusterBench(report, cleanup, {
         clients: 4,
         inFlight: q(8, 4),
-        durationMs: q(3000, 1000),
+        durationMs: q(2000, 1000),
         warmupMs: q(3000, 250),
-        pairedRounds: q(4, 1),
+        pairedRounds: q(7, 1),
         cap: 64,
         failovers: q(3, 1),
         members: quick ? [] : [2, 3],
