@@ -105,12 +105,12 @@ export class LocalStarts {
   }
 
   /**
-   * A record as this member's view shows it. A run waits in the queue (local starts stop while it
-   * does): if it still waits a moment later, spares held here are let go, so that the cap has room
-   * for its own ticket. A parked run waits for no ticket.
+   * A record as this member's view shows it. A run waits in the queue for the cap (local starts
+   * stop while it does; which runs wait for it is the scheduler's rule, `hasQueued`): if it still
+   * waits a moment later, spares held here are let go, so that the cap has room for its own ticket.
    */
   seen(record: ClusterRun): void {
-    if (record.state === 'queued' && record.parked === undefined) this.releaseSoon();
+    if (record.state === 'queued' && this.scheduler.hasQueued()) this.releaseSoon();
   }
 
   /** Heartbeats every spare now (the link came back). */

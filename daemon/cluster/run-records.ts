@@ -19,7 +19,7 @@
  *   one: telling a dispose instead of writing it raised the runs/s by a quarter or more.
  */
 import { Kvm, type KV } from '@nats-io/kv';
-import type { NatsConnection, Subscription } from '@nats-io/transport-node';
+import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
 import { SubagentError } from '../../protocol/index.js';
 import { KvWrites } from './kv-writes.js';
 import { withoutStacks, type NatsLink } from './nats-link.js';
@@ -60,7 +60,7 @@ export class RunRecords<T extends { readonly runId: string }> {
   ) {
     this.hearing = nc.subscribe(toldSubject, {
       callback: (error, msg) => {
-        if (error === null) this.heard(msg.data);
+        if (error === null) this.heard(msg);
       },
     });
   }
@@ -172,10 +172,10 @@ export class RunRecords<T extends { readonly runId: string }> {
   }
 
   /** Told patches from any member (our own come back too, and change nothing the second time); anything else is ignored. */
-  private heard(data: Uint8Array): void {
+  private heard(msg: Msg): void {
     let told: unknown;
     try {
-      told = JSON.parse(new TextDecoder().decode(data));
+      told = msg.json<unknown>();
     } catch {
       return;
     }
