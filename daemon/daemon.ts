@@ -1,6 +1,10 @@
 /**
  * The daemon as a library: a service with its providers, served over a unix socket and/or any
  * stream pair (stdio), with its identity, status and an orderly shutdown.
+ *
+ * Over 400 lines on purpose: the listeners, the status and the shutdown all act on the daemon's
+ * one set of connections and its one closing state, held in `createDaemon`'s closure; each
+ * listener's connection cap (listen/connection-cap.ts) and the options' shapes already live apart.
  */
 import { randomBytes, randomUUID, chmodSync, existsSync, mkdirSync, rmSync, statSync } from '../common/node-builtins.js';
 import type { Socket } from 'node:net';

@@ -1,12 +1,12 @@
 /**
- * Why this file is long: a fresh claim, a local start on a spare, a takeover, a resume and a
- * parked start all end in the same outcome write and ticket acknowledgement (or hand-on as a
- * spare), in one order that the lease rules depend on, and control messages act on the same
- * executions; the paths' own parts live in the modules named below.
- *
  * The executing side of a member: `slots` loops, each taking a run from the shared queue
  * (scheduler.ts) only while this member is connected, running it with the member's own
  * provider, and writing its outcome to the run's record before the ticket is acknowledged.
+ *
+ * Over 400 lines on purpose: a fresh claim, a local start on a spare, a takeover, a resume and a
+ * parked start all end in the same outcome write and ticket acknowledgement (or hand-on as a
+ * spare), in one order that the lease rules depend on, and control messages act on the same
+ * executions; the paths' own parts live in the modules named below.
  *
  * - A fresh claim starts the child, unless its front member is gone (nobody waits for the start:
  *   it is parked, unstarted, until its client sends it again under its idempotency key through

@@ -3,6 +3,10 @@
  * (DeepSeek, OpenAI, or any server speaking the same wire format), sent with the official
  * `openai` SDK.
  *
+ * Over 400 lines on purpose: the retry policy, the two watchdogs and the attempt's reading of the
+ * stream act on one request's state and decide together when a step has failed; the message
+ * conversion (chat-messages.ts) and the chunks' assembly into a step (chat-chunks.ts) live apart.
+ *
  * What the adapter adds on top of the SDK:
  * - its own retry policy (the SDK's is disabled): 429/500/502/503/504 and connection failures
  *   are retried with capped exponential backoff, honouring `Retry-After`, but only while no
@@ -18,10 +22,6 @@
  * - the request body sent as JSON text we build, not as an object the SDK serializes: the
  *   messages' text is kept per child and only extended each step (chat-messages.ts), so a step's
  *   encoding cost does not grow with the history. The text is exactly the body's JSON.
- *
- * Over 400 lines on purpose: the retry policy, the two watchdogs and the stream's assembly act on
- * one request's state and decide together when a step has failed; the message conversion already
- * lives apart (chat-messages.ts).
  */
 import { endpointOrigin, reportModelRequest } from '../../telemetry/model-requests.js';
 import type OpenAI from 'openai';
